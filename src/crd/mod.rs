@@ -1,0 +1,1 @@
+//! crd (work in progress)

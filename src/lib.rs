@@ -1,0 +1,16 @@
+//! mailtarget-operator: makes a Mailtarget email-delivery account declarative.
+//!
+//! The crate is organised by concern:
+//! - [`api`]: typed async client for the service's REST interface.
+//! - [`simulator`]: an in-memory, interface-faithful stand-in for the service.
+//! - [`crd`]: the custom resource types (SubAccount, ApiKey, SendingDomain).
+//! - [`manifest`]: reading and validating manifest files.
+//! - [`reconcile`]: the engine that turns desired state plus observed state into actions.
+//! - [`offline`]: `plan`/`apply` of manifest files without a cluster.
+
+pub mod api;
+pub mod crd;
+pub mod manifest;
+pub mod offline;
+pub mod reconcile;
+pub mod simulator;

@@ -1,0 +1,1 @@
+//! manifest (work in progress)

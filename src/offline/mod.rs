@@ -1,0 +1,1 @@
+//! offline (work in progress)

@@ -1,0 +1,1 @@
+//! reconcile (work in progress)

@@ -1,0 +1,1 @@
+//! Test-only Kubernetes API server emulator.
