@@ -9,6 +9,7 @@
 //! - [`offline`]: `plan`/`apply` of manifest files without a cluster.
 
 pub mod api;
+pub mod cli;
 pub mod crd;
 pub mod manifest;
 pub mod offline;

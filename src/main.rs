@@ -1,1 +1,78 @@
-fn main() {}
+//! `mailtarget-operator`: command-line entry point. Parses arguments and hands each subcommand
+//! to the library.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use mailtarget_operator::cli::CliError;
+use mailtarget_operator::offline::cli::{ApplyArgs, PlanArgs, run_apply, run_plan};
+use mailtarget_operator::simulator::cli::SimulatorArgs;
+
+/// Kubernetes operator that makes a Mailtarget email-delivery account declarative.
+#[derive(Parser, Debug)]
+#[command(name = "mailtarget-operator", version, about)]
+struct Cli {
+    /// Log filter (tracing-subscriber's EnvFilter syntax), e.g. `info` or `mailtarget_operator=debug`.
+    #[arg(long, env = "RUST_LOG", default_value = "warn", global = true)]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the CustomResourceDefinitions as YAML, or write one file per CRD into a directory.
+    Crds {
+        /// Write `<plural>.<group>.yaml` files into DIR (as kept in the repository's `crds/`)
+        /// instead of printing one YAML stream.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<std::path::PathBuf>,
+    },
+    /// Show what `apply` would do for manifest files, without writing anything.
+    Plan(PlanArgs),
+    /// Create or update the account's objects to match manifest files.
+    Apply(ApplyArgs),
+    /// Serve the built-in simulator of the Mailtarget API.
+    Simulator(SimulatorArgs),
+}
+
+fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
+    use mailtarget_operator::crd::generate;
+    let render = |e: serde_yaml::Error| CliError::Config(format!("cannot render CRDs: {e}"));
+    let Some(dir) = out_dir else {
+        print!("{}", generate::crds_yaml().map_err(render)?);
+        return Ok(0);
+    };
+    std::fs::create_dir_all(dir)?;
+    for crd in generate::all_crds() {
+        let path = dir.join(generate::file_name(&crd));
+        std::fs::write(&path, generate::crd_yaml(&crd).map_err(render)?)?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(0)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let result: Result<i32, CliError> = match cli.command {
+        Command::Crds { out_dir } => crds(out_dir.as_deref()),
+        Command::Plan(args) => run_plan(args).await,
+        Command::Apply(args) => run_apply(args).await,
+        Command::Simulator(args) => mailtarget_operator::simulator::cli::run(args)
+            .await
+            .map(|()| 0)
+            .map_err(|e| CliError::Config(e.to_string())),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

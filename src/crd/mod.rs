@@ -1,1 +1,25 @@
-//! crd (work in progress)
+//! Custom resource types served under the group `mailtarget.co`, version `v1alpha1`.
+//!
+//! Three namespaced kinds stand for objects of the email service:
+//! - [`SubAccount`]: a sub account (interface document, section "Sub accounts").
+//! - [`ApiKey`]: an API key (section "API keys"); its value is written to a Secret.
+//! - [`SendingDomain`]: a sending domain (section "Sending domains") and the DNS records to publish.
+//!
+//! The CRD YAML in `crds/` is generated from these types ([`generate::crds_yaml`]).
+
+pub mod apikey;
+pub mod common;
+pub mod conditions;
+pub mod generate;
+pub mod schema;
+pub mod sendingdomain;
+pub mod subaccount;
+
+pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
+pub use common::{
+    ANNOTATION_EXTERNAL_ID, ANNOTATION_PAUSED, DeletionPolicy, FINALIZER, GROUP, LocalObjectReference,
+    ManagementPolicy, SubAccountDeletionPolicy, VERSION,
+};
+pub use conditions::{Condition, ConditionStatus};
+pub use sendingdomain::{DnsRecord, SendingDomain, SendingDomainSpec, SendingDomainStatus};
+pub use subaccount::{InitialApiKey, SubAccount, SubAccountSpec, SubAccountStatus};

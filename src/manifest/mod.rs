@@ -1,1 +1,137 @@
-//! manifest (work in progress)
+//! Reading manifest files for `plan` and `apply`: YAML files and directories, several documents
+//! per file, validated against the same schema the cluster uses before anything is sent.
+
+mod read;
+mod schema_check;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::crd::{ApiKey, SendingDomain, SubAccount};
+
+pub use read::{ManifestSet, load, load_str};
+
+/// Where a document came from: its file and its 1-based position among the file's documents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// File the document was read from.
+    pub file: PathBuf,
+    /// 1-based index of the document within the file.
+    pub document: usize,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (document {})", self.file.display(), self.document)
+    }
+}
+
+/// One custom resource read from a manifest, of one of the three kinds.
+#[derive(Clone, Debug)]
+pub enum Resource {
+    /// A `SubAccount`.
+    SubAccount(SubAccount),
+    /// An `ApiKey`.
+    ApiKey(ApiKey),
+    /// A `SendingDomain`.
+    SendingDomain(SendingDomain),
+}
+
+impl Resource {
+    /// The kind, e.g. `SubAccount`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Resource::SubAccount(_) => "SubAccount",
+            Resource::ApiKey(_) => "ApiKey",
+            Resource::SendingDomain(_) => "SendingDomain",
+        }
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        let meta = match self {
+            Resource::SubAccount(r) => &r.metadata,
+            Resource::ApiKey(r) => &r.metadata,
+            Resource::SendingDomain(r) => &r.metadata,
+        };
+        meta.name.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.namespace`, `default` when unset (as kubectl does).
+    pub fn namespace(&self) -> &str {
+        let meta = match self {
+            Resource::SubAccount(r) => &r.metadata,
+            Resource::ApiKey(r) => &r.metadata,
+            Resource::SendingDomain(r) => &r.metadata,
+        };
+        meta.namespace.as_deref().unwrap_or("default")
+    }
+}
+
+/// A resource with the place it was read from.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// Where it was read.
+    pub source: Source,
+    /// The resource, schema-checked.
+    pub resource: Resource,
+}
+
+/// One problem found in a manifest: where, which field, and what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestError {
+    /// File and document; `None` for problems with a path itself (unreadable file).
+    pub source: Option<Source>,
+    /// `Kind "name"` of the document when known.
+    pub object: Option<String>,
+    /// Field path such as `spec.allowedIps[0]`, when the problem is one field.
+    pub field: Option<String>,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl ManifestError {
+    pub(crate) fn at_path(path: &Path, message: impl Into<String>) -> Self {
+        ManifestError {
+            source: Some(Source { file: path.to_path_buf(), document: 0 }),
+            object: None,
+            field: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(s) if s.document == 0 => write!(f, "{}", s.file.display())?,
+            Some(s) => write!(f, "{s}")?,
+            None => write!(f, "<input>")?,
+        }
+        if let Some(object) = &self.object {
+            write!(f, ", {object}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+/// Every problem found in a set of manifests (reading stops at nothing: all are reported).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ManifestErrors(pub Vec<ManifestError>);
+
+impl fmt::Display for ManifestErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        writeln!(f, "{n} invalid manifest{}:", if n == 1 { "" } else { "s" })?;
+        for e in &self.0 {
+            writeln!(f, "  - {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ManifestErrors {}

@@ -1,1 +1,19 @@
-//! reconcile (work in progress)
+//! The reconcile engine shared by the controller and by `plan`/`apply`.
+//!
+//! Each kind is a pipeline: validate the spec into a `Desired` value (pure), find the matching
+//! API object in an [`inventory::Inventory`] (by `mailtarget.co/external-id`, then `status.id`,
+//! then the natural key), compute a [`plan::Plan`] (pure: create, update with the field diff, or
+//! nothing), and execute it through the API client.
+
+pub mod apikey;
+pub mod execute;
+pub mod inventory;
+pub mod lookup;
+pub mod plan;
+pub mod sendingdomain;
+pub mod subaccount;
+pub mod validate;
+
+pub use lookup::{Found, Lookup, MatchedBy};
+pub use plan::{Action, FieldChange, Plan};
+pub use validate::Problem;

@@ -1,1 +1,179 @@
-//! simulator (work in progress)
+//! An in-memory, interface-faithful stand-in for the Mailtarget service.
+//!
+//! [`Simulator::start`] runs an HTTP server that implements every endpoint of the interface
+//! document (API keys, sub accounts, transmission, sending domains, analytics) with its exact
+//! paths, field names, quirks and status codes, keeping all objects in memory. Where the
+//! interface says "not shown", the simulator follows the project's design decisions and the
+//! rules documented in `docs/simulator.md` (deterministic event rules, 400 `NOT_FOUND` for
+//! unknown ids, `size` capped at 100, ...).
+//!
+//! The management API is served under `/` ([`Simulator::base_url`]); the transmission
+//! endpoint is served both at `/layang/transmissions` and `/v1/layang/transmissions`
+//! ([`Simulator::transmission_url`] ends in `/v1`). Control endpoints under `/_simulator`
+//! (fault injection, request log) are documented in [`admin`]'s module docs.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
+//! let sim = Simulator::start(SimulatorConfig::new("company-key")).await?;
+//! println!("management API at {}", sim.base_url());
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub mod admin;
+mod analytics;
+mod api_keys;
+mod auth;
+mod body;
+pub mod cli;
+mod config;
+mod dkim;
+pub mod errors;
+mod events;
+mod faults;
+pub mod paging;
+mod request_log;
+mod sending_domains;
+mod server;
+mod state;
+mod sub_accounts;
+mod transmission;
+mod validate;
+
+pub use api_keys::{PERMISSIONS, Permission};
+pub use body::MAX_BODY_BYTES;
+pub use config::SimulatorConfig;
+pub use faults::{FaultConfig, FaultHandle};
+pub use request_log::RequestRecord;
+pub use state::{
+    API_KEY_LENGTH, ApiKey, COMPANY_ID, COMPANY_NAME, COMPANY_SUB_ACCOUNT_ID, Event, SendingDomain,
+    SimulatorState, SubAccount, Transmission,
+};
+
+use server::Shared;
+
+/// How long [`Simulator::shutdown`] waits for open requests before stopping hard.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A running simulator. Dropping it (or [`shutdown`](Self::shutdown)) stops the server.
+pub struct Simulator {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Simulator {
+    /// Binds `config.listen` and starts serving in a background task of the current Tokio
+    /// runtime.
+    ///
+    /// # Errors
+    /// The bind error when the address cannot be used.
+    pub async fn start(config: SimulatorConfig) -> std::io::Result<Simulator> {
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(&config));
+        let app = server::router(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serve = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            // Either an explicit stop or the Simulator being dropped.
+            let _ = stopped.await;
+        });
+        let task = tokio::spawn(async move {
+            if let Err(error) = serve.await {
+                tracing::warn!(%error, "simulator server stopped with an error");
+            }
+        });
+        Ok(Simulator {
+            addr,
+            shared,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The bound address (with the real port when `listen` used port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Base URL of the management API: `http://ADDR`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Base URL of the transmission API: `http://ADDR/v1` (the interface document, section
+    /// "Versioning").
+    pub fn transmission_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every interface request so far, in arrival order (control requests are not logged).
+    pub fn request_log(&self) -> Vec<RequestRecord> {
+        self.shared.log.records()
+    }
+
+    /// Empties the request log.
+    pub fn clear_request_log(&self) {
+        self.shared.log.clear();
+    }
+
+    /// The highest number of interface requests that were in flight at the same time
+    /// (counting simulated latency).
+    pub fn max_concurrent_requests(&self) -> usize {
+        self.shared.log.max_concurrent()
+    }
+
+    /// A copy of every stored object, for assertions.
+    pub fn snapshot(&self) -> SimulatorState {
+        self.shared.store().state.clone()
+    }
+
+    /// A handle to change fault injection while the simulator runs.
+    pub fn faults(&self) -> FaultHandle {
+        self.shared.faults.clone()
+    }
+
+    /// Stops accepting connections, lets open requests finish (up to 5 seconds) and returns.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut task) = self.task.take() {
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+                .await
+                .is_err()
+            {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl std::fmt::Debug for Simulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulator")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}

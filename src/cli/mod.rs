@@ -1,0 +1,95 @@
+//! Command-line pieces shared by the subcommands: how to reach the service, logging, errors.
+
+use secrecy::SecretString;
+use url::Url;
+
+use crate::api::{ApiError, Client, ClientConfig};
+use crate::manifest::ManifestErrors;
+use crate::simulator::{Simulator, SimulatorConfig};
+
+/// Why a subcommand failed; printed by `main` as `error: <message>` with exit code 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Manifests failed validation; every problem is listed.
+    #[error("{0}")]
+    Manifests(#[from] ManifestErrors),
+    /// The service answered with an error or could not be reached.
+    #[error("API error: {0}")]
+    Api(#[from] ApiError),
+    /// A required setting is missing or invalid.
+    #[error("{0}")]
+    Config(String),
+    /// A local I/O failure (e.g. starting the simulator).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How to reach the service. Flags override the environment.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ApiArgs {
+    /// Company API key, sent as `Authorization: Bearer <key>`. Required unless --simulate.
+    #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Base URL of the management API.
+    #[arg(long, env = "MAILTARGET_API_URL", default_value = ClientConfig::DEFAULT_API_URL)]
+    pub api_url: Url,
+    /// Base URL of the transmission API.
+    #[arg(long, env = "MAILTARGET_TRANSMISSION_URL", default_value = ClientConfig::DEFAULT_TRANSMISSION_URL)]
+    pub transmission_url: Url,
+    /// Timeout of one API request, in seconds.
+    #[arg(long, env = "MAILTARGET_API_TIMEOUT", default_value_t = 30)]
+    pub api_timeout: u64,
+    /// Most API requests in flight at once (per account).
+    #[arg(long, env = "MAILTARGET_API_CONCURRENCY", default_value_t = 8)]
+    pub api_concurrency: usize,
+    /// Most API requests per second (per account); unlimited when unset.
+    #[arg(long, env = "MAILTARGET_API_RPS")]
+    pub api_rps: Option<u32>,
+}
+
+/// A connected client, with the in-process simulator behind it when `--simulate` was given.
+pub struct Target {
+    /// Client for the service (or the simulator).
+    pub client: Client,
+    simulator: Option<Simulator>,
+}
+
+impl Target {
+    /// Stops the in-process simulator, if any.
+    pub async fn shutdown(self) {
+        if let Some(sim) = self.simulator {
+            sim.shutdown().await;
+        }
+    }
+}
+
+impl ApiArgs {
+    /// The client configuration these flags describe, with `key` and URLs given.
+    pub fn client_config(&self, api_url: Url, transmission_url: Url, key: SecretString) -> ClientConfig {
+        let mut config = ClientConfig::new(api_url, transmission_url, key);
+        config.timeout = std::time::Duration::from_secs(self.api_timeout.max(1));
+        config.max_concurrency = self.api_concurrency.max(1);
+        config.requests_per_second = self.api_rps.and_then(std::num::NonZeroU32::new);
+        config
+    }
+
+    /// Connects to the service, or starts the simulator in-process when `simulate` is true.
+    ///
+    /// Errors: no API key without `simulate`; the simulator cannot bind; invalid client settings.
+    pub async fn connect(&self, simulate: bool) -> Result<Target, CliError> {
+        if simulate {
+            let key = format!("sim-{:016x}", rand::random::<u64>());
+            let sim = Simulator::start(SimulatorConfig::new(key.clone())).await?;
+            let parse = |s: String| Url::parse(&s).map_err(|e| CliError::Config(format!("simulator address: {e}")));
+            let config = self.client_config(parse(sim.base_url())?, parse(sim.transmission_url())?, key.into());
+            return Ok(Target { client: Client::new(config)?, simulator: Some(sim) });
+        }
+        let Some(key) = self.api_key.clone().filter(|k| !k.is_empty()) else {
+            return Err(CliError::Config(
+                "no API key: set MAILTARGET_API_KEY (or --api-key), or use --simulate to run against the built-in simulator".into(),
+            ));
+        };
+        let config = self.client_config(self.api_url.clone(), self.transmission_url.clone(), key.into());
+        Ok(Target { client: Client::new(config)?, simulator: None })
+    }
+}

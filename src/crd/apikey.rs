@@ -1,0 +1,118 @@
+//! The `ApiKey` kind: an API key (interface document, section "API keys"), its value written
+//! to a Secret.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{DeletionPolicy, LocalObjectReference, ManagementPolicy};
+use super::conditions::Condition;
+use super::subaccount::NamedId;
+
+/// Desired state of an API key. Maps to `POST /api-key` and `PUT /api-key/{id}`.
+///
+/// `POST /api-key` takes no sub account, so new keys are company keys; `subAccountRef` serves to
+/// adopt and manage an existing key of that sub account.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "mailtarget.co",
+    version = "v1alpha1",
+    kind = "ApiKey",
+    namespaced,
+    status = "ApiKeyStatus",
+    shortname = "mkey",
+    category = "mailtarget",
+    doc = "A Mailtarget API key managed by mailtarget-operator; the key value goes to a Secret.",
+    printcolumn(name = "Name", type_ = "string", json_path = ".spec.name"),
+    printcolumn(name = "ID", type_ = "integer", json_path = ".status.id"),
+    printcolumn(name = "Permission", type_ = "string", json_path = ".status.permissionType"),
+    printcolumn(name = "SubAccount", type_ = "string", json_path = ".status.subAccountName"),
+    printcolumn(name = "Secret", type_ = "string", json_path = ".spec.secretName"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeySpec {
+    /// Key name in the service (`name`). Defaults to `metadata.name`. Also the natural key used to
+    /// adopt an existing key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100))]
+    pub name: Option<String>,
+    /// `permissionType` (free string; values are not documented by the interface).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub permission_type: Option<String>,
+    /// `permissionIds`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::schema::permission_ids")]
+    pub permission_ids: Vec<i64>,
+    /// IP addresses allowed to use the key (`allowedIp`, joined with commas on the wire).
+    /// Empty means any address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::schema::ip_list")]
+    pub allowed_ips: Vec<String>,
+    /// Secret (same namespace, owned by this ApiKey) that receives the key value under `apiKey`.
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
+    /// SubAccount (same namespace) whose existing key this resource adopts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_account_ref: Option<LocalObjectReference>,
+    /// `Delete` (default) deletes the key with the resource; `Orphan` leaves it.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+    /// `Full` (default) manages the key; `ObserveOnly` only reports it.
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
+}
+
+/// Observed state of an API key, mirrored from `GET /api-key/{id}`. Never holds the key value.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyStatus {
+    /// Key id in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// `name` in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `subAccountId` in the service (0 or absent for company keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_account_id: Option<i64>,
+    /// `subAccountName` in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_account_name: Option<String>,
+    /// `permissionType` in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission_type: Option<String>,
+    /// `permissions` in the service (ids and names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<NamedId>,
+    /// `allowedIp` in the service, split at commas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_ips: Vec<String>,
+    /// `createdAt` in the service (an opaque integer timestamp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+    /// `metadata.generation` last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling`, `Stalled`.
+    #[serde(default)]
+    #[schemars(schema_with = "super::schema::conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+impl ApiKey {
+    /// The key name in the service: `spec.name`, else `metadata.name`.
+    pub fn service_name(&self) -> String {
+        self.spec
+            .name
+            .clone()
+            .or_else(|| self.metadata.name.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,68 @@
+//! Fields, names and policies shared by the three kinds.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of every custom resource of this operator.
+pub const GROUP: &str = "mailtarget.co";
+/// API version of every custom resource of this operator.
+pub const VERSION: &str = "v1alpha1";
+
+/// Finalizer held while the API object exists and the deletion policy needs a cleanup call
+/// (Kubernetes API conventions, "Finalizers").
+pub const FINALIZER: &str = "mailtarget.co/finalizer";
+
+/// Annotation naming the id of an existing API object to adopt instead of creating one,
+/// e.g. `mailtarget.co/external-id: "42"`.
+pub const ANNOTATION_EXTERNAL_ID: &str = "mailtarget.co/external-id";
+
+/// Annotation that pauses reconciliation when set to `"true"`.
+pub const ANNOTATION_PAUSED: &str = "mailtarget.co/paused";
+
+/// What happens to the API object when the custom resource is deleted (ApiKey, SendingDomain).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Delete the API object (`DELETE /api-key/{id}`, `DELETE /domain/sending/{id}`).
+    #[default]
+    Delete,
+    /// Leave the API object as it is.
+    Orphan,
+}
+
+/// What happens to the sub account when the SubAccount resource is deleted.
+///
+/// The interface has no DELETE for sub accounts (section "Sub accounts"), so the choice is to
+/// leave it or to deactivate it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SubAccountDeletionPolicy {
+    /// Leave the sub account as it is.
+    #[default]
+    Orphan,
+    /// `PUT /sub-account/{id}` with `status` set to `spec.deactivatedStatus`.
+    Deactivate,
+}
+
+/// Whether the operator may write to the API for this resource.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ManagementPolicy {
+    /// Create, update and delete the API object to match the spec.
+    #[default]
+    Full,
+    /// Only read the API object and report it (and any drift) in status; never write.
+    ObserveOnly,
+}
+
+/// A reference to another object in the same namespace, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct LocalObjectReference {
+    /// Name of the referenced object (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+impl ManagementPolicy {
+    /// True when the operator may call write endpoints for this resource.
+    pub fn may_write(self) -> bool {
+        self == ManagementPolicy::Full
+    }
+}

@@ -1,0 +1,63 @@
+//! Schema fragments that schemars cannot express with attributes alone.
+//!
+//! They follow the Kubernetes structural-schema rules for CRDs (Kubernetes documentation,
+//! "CustomResourceDefinition validation").
+
+use schemars::{Schema, SchemaGenerator, json_schema};
+
+/// Pattern accepted for a DNS hostname: lowercase labels of 1 to 63 letters, digits or hyphens,
+/// not starting or ending with a hyphen, at least two labels, top-level label not all digits.
+pub const HOSTNAME_PATTERN: &str =
+    r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$";
+
+/// Pattern for one IPv4 address in dotted decimal, or one IPv6 address (hex groups and colons,
+/// optionally ending in an IPv4 address). Ranges and CIDR prefixes are not accepted: the interface
+/// documents `allowedIp` as a list of IP addresses. The operator parses every entry again.
+pub const IP_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$|^[0-9a-fA-F:]*:[0-9a-fA-F:.]*$";
+
+/// Schema of a list of IP addresses (`allowedIps`): unique strings matching [`IP_PATTERN`].
+pub fn ip_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 100,
+        "x-kubernetes-list-type": "set",
+        "items": { "type": "string", "pattern": IP_PATTERN, "maxLength": 45 }
+    })
+}
+
+/// Schema of a list of permission ids: unique non-negative integers.
+pub fn permission_ids(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "maxItems": 100,
+        "x-kubernetes-list-type": "set",
+        "items": { "type": "integer", "format": "int64", "minimum": 0 }
+    })
+}
+
+/// Schema of `status.conditions`: a list map keyed by `type`, as Kubernetes API conventions ask.
+pub fn conditions(generator: &mut SchemaGenerator) -> Schema {
+    let item = generator.subschema_for::<crate::crd::Condition>();
+    json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": item
+    })
+}
+
+/// Schema of `SendingDomain.spec.domain`: a lowercase hostname (internationalised names in their
+/// `xn--` form), at most 253 characters, immutable once set (a CEL transition rule, evaluated by
+/// the API server on updates).
+pub fn domain(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "string",
+        "minLength": 3,
+        "maxLength": 253,
+        "pattern": HOSTNAME_PATTERN,
+        "x-kubernetes-validations": [{
+            "rule": "self == oldSelf",
+            "message": "spec.domain is immutable: create a new SendingDomain for another domain"
+        }]
+    })
+}

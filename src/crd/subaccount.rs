@@ -1,0 +1,153 @@
+//! The `SubAccount` kind: a sub account of the company account
+//! (interface document, section "Sub accounts").
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::{ManagementPolicy, SubAccountDeletionPolicy};
+use super::conditions::Condition;
+
+/// Desired state of a sub account.
+///
+/// Maps to the bodies of `POST /sub-account` and `PUT /sub-account/{id}`.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "mailtarget.co",
+    version = "v1alpha1",
+    kind = "SubAccount",
+    namespaced,
+    status = "SubAccountStatus",
+    shortname = "msub",
+    category = "mailtarget",
+    doc = "A Mailtarget sub account managed by mailtarget-operator.",
+    printcolumn(name = "Name", type_ = "string", json_path = ".status.name"),
+    printcolumn(name = "ID", type_ = "integer", json_path = ".status.id"),
+    printcolumn(name = "Status", type_ = "string", json_path = ".status.status"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SubAccountSpec {
+    /// Sub account name in the service (`name` on create and update). Defaults to
+    /// `metadata.name`. Also the natural key used to adopt an existing sub account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100))]
+    pub name: Option<String>,
+
+    /// Sub account `status` (free string; the service's values are not documented). Unset leaves
+    /// the service's default (the simulator uses `active`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub status: Option<String>,
+
+    /// IP pool to assign (`ipPoolId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ip_pool_id: Option<i64>,
+
+    /// The first API key of the sub account, created with it (`createApiKey` and the fields after
+    /// it on `POST /sub-account`). Used at creation only: changing it later has no effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<InitialApiKey>,
+
+    /// What deleting this resource does: `Orphan` (default) leaves the sub account, `Deactivate`
+    /// sets its status to `deactivatedStatus`. The interface has no DELETE for sub accounts.
+    #[serde(default)]
+    pub deletion_policy: SubAccountDeletionPolicy,
+
+    /// Status written by `deletionPolicy: Deactivate`. Default `inactive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub deactivated_status: Option<String>,
+
+    /// `Full` (default) manages the sub account; `ObserveOnly` only reports it.
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
+}
+
+/// The sub account's first API key, created by `POST /sub-account` with `createApiKey: true`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InitialApiKey {
+    /// Key name (`apiKeyName`). Defaults to the sub account name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100))]
+    pub name: Option<String>,
+    /// `permissionType` of the key (free string).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub permission_type: Option<String>,
+    /// `permissionIds` of the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::schema::permission_ids")]
+    pub permission_ids: Vec<i64>,
+    /// IP addresses allowed to use the key (`allowedIps`, joined with commas on the wire).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "super::schema::ip_list")]
+    pub allowed_ips: Vec<String>,
+    /// Secret (same namespace) that receives the key value under `apiKey`.
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
+}
+
+/// Observed state of a sub account, mirrored from `GET /sub-account/{id}`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubAccountStatus {
+    /// Sub account id in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// `subAccountName` in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `status` in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `ipPoolId` in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_pool_id: Option<i64>,
+    /// `ipPoolName` in the service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_pool_name: Option<String>,
+    /// `createdAt` in the service (an opaque integer timestamp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+    /// API keys of the sub account (ids and names, never values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<NamedId>,
+    /// Sending domains of the sub account.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<NamedId>,
+    /// `metadata.generation` last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling`, `Stalled`.
+    #[serde(default)]
+    #[schemars(schema_with = "super::schema::conditions")]
+    pub conditions: Vec<Condition>,
+}
+
+/// An id with the object's name (API keys) or domain (sending domains).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct NamedId {
+    /// Id in the service.
+    pub id: i64,
+    /// Name of the key, or the domain.
+    pub name: String,
+}
+
+impl SubAccount {
+    /// The sub account name in the service: `spec.name`, else `metadata.name`.
+    pub fn service_name(&self) -> String {
+        self.spec
+            .name
+            .clone()
+            .or_else(|| self.metadata.name.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,259 @@
+//! Walking paths, splitting YAML streams into documents and turning each into a [`Resource`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::schema_check;
+use super::{Loaded, ManifestError, ManifestErrors, Resource, Source};
+use crate::crd::GROUP;
+
+/// The result of reading manifests: the resources of this operator's kinds, and the documents
+/// skipped because they are of other kinds (e.g. a Namespace in the same directory).
+#[derive(Debug, Default)]
+pub struct ManifestSet {
+    /// Valid resources, in the order read (files sorted by path within a directory).
+    pub resources: Vec<Loaded>,
+    /// Documents of other API groups, with a description such as `v1/Namespace "team-a"`.
+    pub skipped: Vec<(Source, String)>,
+}
+
+/// Reads every file and directory in `paths` (directories recursively, their `.yaml`, `.yml`
+/// and `.json` files in path order) and validates every document.
+///
+/// Errors: every problem in every document, each naming the file, document, object and field.
+/// Nothing is returned unless all documents are valid, so callers write nothing on bad input.
+pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for path in paths {
+        collect_files(path, &mut files, &mut errors);
+    }
+    let mut set = ManifestSet::default();
+    for file in files {
+        match std::fs::read_to_string(&file) {
+            Ok(text) => read_stream(&file, &text, &mut set, &mut errors),
+            Err(e) => errors.push(ManifestError::at_path(&file, format!("cannot read file: {e}"))),
+        }
+    }
+    check_cross_document(&set.resources, &mut errors);
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(ManifestErrors(errors))
+    }
+}
+
+/// Like [`load`] for a YAML stream held in memory; `name` stands for the file in messages.
+pub fn load_str(name: &str, text: &str) -> Result<ManifestSet, ManifestErrors> {
+    let mut set = ManifestSet::default();
+    let mut errors = Vec::new();
+    read_stream(Path::new(name), text, &mut set, &mut errors);
+    check_cross_document(&set.resources, &mut errors);
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(ManifestErrors(errors))
+    }
+}
+
+fn collect_files(path: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<ManifestError>) {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            errors.push(ManifestError::at_path(path, format!("cannot read: {e}")));
+            return;
+        }
+    };
+    if meta.is_file() {
+        files.push(path.to_path_buf());
+        return;
+    }
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) => {
+            errors.push(ManifestError::at_path(path, format!("cannot list directory: {e}")));
+            return;
+        }
+    };
+    let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    children.sort();
+    for child in children {
+        if child.is_dir() {
+            collect_files(&child, files, errors);
+        } else if child
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        {
+            files.push(child);
+        }
+    }
+}
+
+fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let source = Source { file: file.to_path_buf(), document: index + 1 };
+        let value = match Value::deserialize(document) {
+            Ok(Value::Null) => continue,
+            Ok(v) => v,
+            Err(e) => {
+                errors.push(ManifestError {
+                    source: Some(source),
+                    object: None,
+                    field: None,
+                    message: format!("not valid YAML: {e}"),
+                });
+                // A syntax error ends the stream: later documents cannot be located reliably.
+                break;
+            }
+        };
+        read_document(source, value, set, errors);
+    }
+}
+
+fn read_document(source: Source, doc: Value, set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
+    let error = |object: Option<String>, field: Option<&str>, message: String| ManifestError {
+        source: Some(source.clone()),
+        object,
+        field: field.map(str::to_string),
+        message,
+    };
+    let Some(map) = doc.as_object() else {
+        errors.push(error(None, None, "a manifest document must be a mapping with apiVersion, kind and metadata".into()));
+        return;
+    };
+    let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let name = doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    if api_version.is_empty() || kind.is_empty() {
+        errors.push(error(None, Some(if api_version.is_empty() { "apiVersion" } else { "kind" }), "required: every document needs apiVersion and kind".into()));
+        return;
+    }
+    if api_version.split('/').next() != Some(GROUP) {
+        let described = format!("{api_version}/{kind} \"{name}\"");
+        set.skipped.push((source, described));
+        return;
+    }
+    let object = Some(format!("{kind} \"{name}\""));
+    let expected = format!("{GROUP}/{}", crate::crd::VERSION);
+    if api_version != expected {
+        errors.push(error(object, Some("apiVersion"), format!("\"{api_version}\" is not served; use \"{expected}\"")));
+        return;
+    }
+    if !matches!(kind, "SubAccount" | "ApiKey" | "SendingDomain") {
+        errors.push(error(object, Some("kind"), format!("\"{kind}\" is not a kind of {GROUP}; use SubAccount, ApiKey or SendingDomain")));
+        return;
+    }
+    if let Some(problem) = metadata_problem(&doc) {
+        errors.push(error(object, Some(problem.0), problem.1));
+        return;
+    }
+    let violations = schema_check::check(kind, &doc);
+    if !violations.is_empty() {
+        for v in violations {
+            let field = (!v.field.is_empty()).then_some(v.field.as_str());
+            errors.push(error(object.clone(), field, v.message));
+        }
+        return;
+    }
+    let resource = match kind {
+        "SubAccount" => typed(&doc).map(Resource::SubAccount),
+        "ApiKey" => typed(&doc).map(Resource::ApiKey),
+        _ => typed(&doc).map(Resource::SendingDomain),
+    };
+    match resource {
+        Ok(resource) => {
+            let problems = crate::reconcile::validate::problems(&resource);
+            if problems.is_empty() {
+                set.resources.push(Loaded { source: source.clone(), resource });
+            }
+            for p in problems {
+                errors.push(error(object.clone(), Some(&p.field), p.message));
+            }
+        }
+        Err((field, message)) => errors.push(error(object, Some(&field), message)),
+    }
+}
+
+fn typed<T: serde::de::DeserializeOwned>(doc: &Value) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(doc).map_err(|e| (e.path().to_string(), e.inner().to_string()))
+}
+
+/// Checks `metadata.name` (required, a DNS-1123 subdomain) and `metadata.namespace`
+/// (a DNS-1123 label), as the API server would.
+fn metadata_problem(doc: &Value) -> Option<(&'static str, String)> {
+    let name = doc.pointer("/metadata/name").and_then(Value::as_str);
+    let Some(name) = name else {
+        return Some(("metadata.name", "required: give the resource a name".into()));
+    };
+    if !is_dns1123_subdomain(name) {
+        return Some(("metadata.name", format!("\"{name}\" is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit")));
+    }
+    if let Some(ns) = doc.pointer("/metadata/namespace") {
+        let ns = ns.as_str().unwrap_or_default();
+        if !is_dns1123_label(ns) {
+            return Some(("metadata.namespace", format!("\"{ns}\" is not a valid namespace: use at most 63 lowercase letters, digits and '-'")));
+        }
+    }
+    None
+}
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// Problems that involve more than one document: the same object twice, two objects claiming
+/// the same API object (natural key), and references to SubAccounts that are not in the set.
+fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
+    let mut objects: HashMap<(String, String, String), &Source> = HashMap::new();
+    let mut natural: HashMap<(&'static str, String), (&Source, String)> = HashMap::new();
+    for loaded in resources {
+        let r = &loaded.resource;
+        let id = format!("{} \"{}\"", r.kind(), r.name());
+        let key = (r.kind().to_string(), r.namespace().to_string(), r.name().to_string());
+        if let Some(first) = objects.insert(key, &loaded.source) {
+            errors.push(ManifestError {
+                source: Some(loaded.source.clone()),
+                object: Some(id.clone()),
+                field: Some("metadata.name".into()),
+                message: format!("the same object is also defined at {first}; keep one definition"),
+            });
+            continue;
+        }
+        let (field, natural_key) = crate::reconcile::validate::natural_key(r);
+        if let Some((first, first_id)) = natural.insert((r.kind(), natural_key.clone()), (&loaded.source, id.clone())) {
+            errors.push(ManifestError {
+                source: Some(loaded.source.clone()),
+                object: Some(id.clone()),
+                field: Some(field.into()),
+                message: format!("\"{natural_key}\" is also claimed by {first_id} at {first}; two resources cannot manage the same API object"),
+            });
+        }
+    }
+    for loaded in resources {
+        if let Resource::ApiKey(key) = &loaded.resource
+            && let Some(reference) = &key.spec.sub_account_ref
+        {
+            let ns = loaded.resource.namespace().to_string();
+            if !objects.contains_key(&("SubAccount".into(), ns.clone(), reference.name.clone())) {
+                errors.push(ManifestError {
+                    source: Some(loaded.source.clone()),
+                    object: Some(format!("ApiKey \"{}\"", loaded.resource.name())),
+                    field: Some("spec.subAccountRef.name".into()),
+                    message: format!("no SubAccount \"{}\" in namespace \"{ns}\" among the manifests; add it or fix the name", reference.name),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! Building the plan: one [`Entry`] per resource, from the manifests and the account.
+
+use serde::Serialize;
+
+use crate::api::{ApiError, Client, CreateApiKey, CreateSendingDomain, CreateSubAccount, UpdateApiKey, UpdateSubAccount};
+use crate::manifest::{Loaded, Resource};
+use crate::reconcile::inventory::Inventory;
+use crate::reconcile::sendingdomain::Share;
+use crate::reconcile::{FieldChange, Found, Lookup, MatchedBy, Plan, apikey, sendingdomain, subaccount};
+
+/// The plan of one resource, for people and for `--output json`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    /// Kind of the resource.
+    pub kind: &'static str,
+    /// Namespace (`default` when unset).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// File and document it was read from.
+    pub source: String,
+    /// `create`, `update`, `unchanged` or `error`.
+    pub action: &'static str,
+    /// Id of the matched API object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    /// How the API object was matched (`externalId`, `naturalKey`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_by: Option<MatchedBy>,
+    /// Field differences (updates only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FieldChange>,
+    /// Differences the interface cannot change, and other remarks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Why nothing can be done for this resource (action `error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Counts of a plan or an apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Resources whose API object is (to be) created.
+    pub create: usize,
+    /// Resources whose API object is (to be) updated.
+    pub update: usize,
+    /// Resources needing no write.
+    pub unchanged: usize,
+    /// Resources that cannot be planned or failed.
+    pub error: usize,
+}
+
+/// The typed plan of one resource, kept for [`crate::offline::apply`].
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    SubAccount { desired: subaccount::Desired, plan: Plan<CreateSubAccount, UpdateSubAccount> },
+    ApiKey { desired: apikey::Desired, plan: Option<Plan<CreateApiKey, UpdateApiKey>>, scope: KeyScope },
+    SendingDomain { desired: sendingdomain::Desired, plan: Plan<CreateSendingDomain, Share> },
+    Invalid,
+}
+
+/// Where an ApiKey lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KeyScope {
+    /// A company key.
+    Company,
+    /// A key of an existing sub account.
+    SubAccount(i64),
+    /// The first key of a sub account created by this apply (named in that SubAccount's
+    /// `spec.apiKey`): adopted once the sub account exists.
+    CreatedWith(String),
+}
+
+/// A whole plan: entries in manifest order plus the typed steps.
+#[derive(Clone, Debug)]
+pub struct OfflinePlan {
+    /// One entry per resource.
+    pub entries: Vec<Entry>,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) resources: Vec<Resource>,
+}
+
+impl OfflinePlan {
+    /// Counts by action.
+    pub fn summary(&self) -> Summary {
+        let mut s = Summary::default();
+        for e in &self.entries {
+            match e.action {
+                "create" => s.create += 1,
+                "update" => s.update += 1,
+                "unchanged" => s.unchanged += 1,
+                _ => s.error += 1,
+            }
+        }
+        s
+    }
+
+    /// True when some resource cannot be planned; `apply` then writes nothing.
+    pub fn has_errors(&self) -> bool {
+        self.entries.iter().any(|e| e.error.is_some())
+    }
+}
+
+fn entry(loaded: &Loaded) -> Entry {
+    Entry {
+        kind: loaded.resource.kind(),
+        namespace: loaded.resource.namespace().to_string(),
+        name: loaded.resource.name().to_string(),
+        source: loaded.source.to_string(),
+        action: "error",
+        id: None,
+        matched_by: None,
+        changes: Vec::new(),
+        notes: Vec::new(),
+        error: None,
+    }
+}
+
+fn fill<C, U>(e: &mut Entry, plan: &Plan<C, U>) {
+    e.action = plan.verb();
+    e.id = plan.found.map(|f| f.id);
+    e.matched_by = plan.found.map(|f| f.matched_by);
+    e.changes = plan.changes().to_vec();
+    e.notes = plan.notes.clone();
+}
+
+fn lookup_error<T>(lookup: &Lookup<'_, T>, what: &str) -> Option<String> {
+    match lookup {
+        Lookup::Ambiguous(ids) => Some(format!(
+            "{} {what}s match (ids {}); set the {} annotation to the id to adopt",
+            ids.len(),
+            ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            crate::crd::ANNOTATION_EXTERNAL_ID
+        )),
+        Lookup::ExternalIdNotFound(id) => Some(format!(
+            "the {} annotation names {what} {id}, which does not exist",
+            crate::crd::ANNOTATION_EXTERNAL_ID
+        )),
+        _ => None,
+    }
+}
+
+/// Plans every resource of `resources` against the account.
+///
+/// Reads: the three lists, plus one GET per matched object whose spec sets a field the list does
+/// not carry (a sub account's `ipPoolId`, a key's permissions or allowed IPs).
+///
+/// Errors: API failures while reading. Problems of single resources (ambiguous matches, keys
+/// that cannot be created) are entries with action `error`.
+pub async fn build(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, ApiError> {
+    let inventory = Inventory::load(client).await?;
+    build_with(client, resources, &inventory).await
+}
+
+pub(crate) async fn build_with(client: &Client, resources: &[Loaded], inventory: &Inventory) -> Result<OfflinePlan, ApiError> {
+    let mut slots: Vec<Option<(Entry, Step)>> = resources.iter().map(|_| None).collect();
+    // SubAccounts first: keys refer to them.
+    let mut sub_accounts: Vec<(String, String, Option<i64>, Option<String>)> = Vec::new();
+    for (index, loaded) in resources.iter().enumerate() {
+        let Resource::SubAccount(r) = &loaded.resource else { continue };
+        let mut e = entry(loaded);
+        let step = match subaccount::desired(r) {
+            Err(problems) => {
+                e.error = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+                Step::Invalid
+            }
+            Ok(d) => {
+                let lookup = subaccount::lookup(&d, None, &inventory.sub_accounts);
+                if let Some(err) = lookup_error(&lookup, "sub account") {
+                    e.error = Some(err);
+                    Step::Invalid
+                } else {
+                    let found = match lookup {
+                        Lookup::Found(item, found) if subaccount::needs_detail(&d) => {
+                            Some((found, subaccount::Observed::from(&client.get_sub_account(item.id).await?)))
+                        }
+                        Lookup::Found(item, found) => Some((found, subaccount::Observed::from(item))),
+                        _ => None,
+                    };
+                    let plan = subaccount::plan(&d, found.as_ref().map(|(f, o)| (*f, o)));
+                    fill(&mut e, &plan);
+                    sub_accounts.push((
+                        loaded.resource.namespace().to_string(),
+                        loaded.resource.name().to_string(),
+                        plan.found.map(|f| f.id),
+                        subaccount::initial_key_name(&d),
+                    ));
+                    Step::SubAccount { desired: d, plan }
+                }
+            }
+        };
+        slots[index] = Some((e, step));
+    }
+    for (index, loaded) in resources.iter().enumerate() {
+        match &loaded.resource {
+            Resource::ApiKey(r) => {
+                let mut e = entry(loaded);
+                let step = plan_key(client, r, loaded, &sub_accounts, inventory, &mut e).await?;
+                slots[index] = Some((e, step));
+            }
+            Resource::SendingDomain(r) => {
+                let mut e = entry(loaded);
+                let step = match sendingdomain::desired(r) {
+                    Err(problems) => {
+                        e.error = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+                        Step::Invalid
+                    }
+                    Ok(d) => {
+                        let lookup = sendingdomain::lookup(&d, None, &inventory.sending_domains);
+                        if let Some(err) = lookup_error(&lookup, "sending domain") {
+                            e.error = Some(err);
+                            Step::Invalid
+                        } else {
+                            let observed = match lookup {
+                                Lookup::Found(item, found) => Some((found, sendingdomain::Observed::from(item))),
+                                _ => None,
+                            };
+                            let plan = sendingdomain::plan(&d, observed.as_ref().map(|(f, o)| (*f, o)));
+                            fill(&mut e, &plan);
+                            Step::SendingDomain { desired: d, plan }
+                        }
+                    }
+                };
+                slots[index] = Some((e, step));
+            }
+            Resource::SubAccount(_) => {}
+        }
+    }
+    // Every slot is filled: each resource is of one of the three kinds handled above.
+    let (entries, steps): (Vec<Entry>, Vec<Step>) = slots.into_iter().flatten().unzip();
+    Ok(OfflinePlan {
+        entries,
+        steps,
+        resources: resources.iter().map(|l| l.resource.clone()).collect(),
+    })
+}
+
+async fn plan_key(
+    client: &Client,
+    r: &crate::crd::ApiKey,
+    loaded: &Loaded,
+    sub_accounts: &[(String, String, Option<i64>, Option<String>)],
+    inventory: &Inventory,
+    e: &mut Entry,
+) -> Result<Step, ApiError> {
+    let d = match apikey::desired(r) {
+        Ok(d) => d,
+        Err(problems) => {
+            e.error = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+            return Ok(Step::Invalid);
+        }
+    };
+    let scope = match &d.sub_account_ref {
+        None => KeyScope::Company,
+        Some(name) => {
+            let ns = loaded.resource.namespace();
+            match sub_accounts.iter().find(|(n, m, _, _)| n == ns && m == name) {
+                Some((_, _, Some(id), _)) => KeyScope::SubAccount(*id),
+                Some((_, _, None, initial)) if initial.as_deref() == Some(d.name.as_str()) => KeyScope::CreatedWith(name.clone()),
+                Some((_, _, None, _)) => {
+                    e.error = Some(format!(
+                        "SubAccount \"{name}\" is to be created and its spec.apiKey does not name a key \"{}\"; the interface creates keys inside a sub account only with the sub account",
+                        d.name
+                    ));
+                    return Ok(Step::Invalid);
+                }
+                None => {
+                    e.error = Some(format!("spec.subAccountRef.name: no SubAccount \"{name}\" in namespace \"{ns}\""));
+                    return Ok(Step::Invalid);
+                }
+            }
+        }
+    };
+    if let KeyScope::CreatedWith(sub) = &scope {
+        e.action = "create";
+        e.notes.push(format!("created with SubAccount \"{sub}\" (its spec.apiKey)"));
+        return Ok(Step::ApiKey { desired: d, plan: None, scope });
+    }
+    let sub_id = match scope {
+        KeyScope::SubAccount(id) => Some(id),
+        _ => None,
+    };
+    let lookup = apikey::lookup(&d, None, sub_id, &inventory.api_keys);
+    if let Some(err) = lookup_error(&lookup, "API key") {
+        e.error = Some(err);
+        return Ok(Step::Invalid);
+    }
+    let found: Option<(Found, apikey::Observed)> = match lookup {
+        Lookup::Found(item, found) if apikey::needs_detail(&d) => Some((found, apikey::Observed::from(&client.get_api_key(item.id).await?))),
+        Lookup::Found(item, found) => Some((found, apikey::Observed::from(item))),
+        _ => None,
+    };
+    match apikey::plan(&d, found.as_ref().map(|(f, o)| (*f, o))) {
+        Ok(plan) => {
+            fill(e, &plan);
+            Ok(Step::ApiKey { desired: d, plan: Some(plan), scope })
+        }
+        Err(message) => {
+            e.error = Some(message);
+            Ok(Step::Invalid)
+        }
+    }
+}

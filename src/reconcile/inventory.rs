@@ -1,0 +1,43 @@
+//! A snapshot of the account read with the list endpoints: every sub account, API key and
+//! sending domain. Reading the account this way costs `ceil(N / 100)` page calls per kind
+//! instead of one GET per object (the interface's lists carry `count`; pages of 100).
+
+use crate::api::{
+    ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery, ListSubAccountsQuery,
+    SendingDomainListItem, SubAccountListItem,
+};
+
+/// Every object of the account, as list items.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    /// `GET /sub-account`, all pages.
+    pub sub_accounts: Vec<SubAccountListItem>,
+    /// `GET /api-key`, all pages.
+    pub api_keys: Vec<ApiKeyListItem>,
+    /// `GET /domain/sending`, all pages.
+    pub sending_domains: Vec<SendingDomainListItem>,
+}
+
+impl Inventory {
+    /// Reads the three lists concurrently.
+    ///
+    /// Errors: the first failing list call (after the client's retries).
+    pub async fn load(client: &Client) -> Result<Inventory, ApiError> {
+        let (sa, keys, domains) = (
+            ListSubAccountsQuery::default(),
+            ListApiKeysQuery::default(),
+            ListSendingDomainsQuery::default(),
+        );
+        let (sub_accounts, api_keys, sending_domains) = tokio::try_join!(
+            client.list_all_sub_accounts(&sa),
+            client.list_all_api_keys(&keys),
+            client.list_all_sending_domains(&domains),
+        )?;
+        Ok(Inventory { sub_accounts, api_keys, sending_domains })
+    }
+
+    /// The sub account with id `id`.
+    pub fn sub_account(&self, id: i64) -> Option<&SubAccountListItem> {
+        self.sub_accounts.iter().find(|s| s.id == id)
+    }
+}

@@ -1,0 +1,80 @@
+//! What a reconcile decides to do for one resource: the pure output of "desired vs observed".
+
+use serde::Serialize;
+
+use super::lookup::Found;
+
+/// One field whose value in the service differs from the spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldChange {
+    /// Spec field path, e.g. `spec.permissionType`.
+    pub field: &'static str,
+    /// Value in the service (rendered for people; never a secret).
+    pub from: String,
+    /// Value in the spec.
+    pub to: String,
+}
+
+impl FieldChange {
+    /// A change of `field` from `from` to `to`, rendered with `Debug` quoting for strings.
+    pub fn new(field: &'static str, from: impl Into<String>, to: impl Into<String>) -> Self {
+        FieldChange { field, from: from.into(), to: to.into() }
+    }
+}
+
+/// The action for one resource. `C` and `U` are the create and update request bodies.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action<C, U> {
+    /// Create the API object with this body.
+    Create(C),
+    /// Update the API object `id` with this body, which carries exactly the changed fields.
+    Update {
+        /// Id in the service.
+        id: i64,
+        /// What differs.
+        changes: Vec<FieldChange>,
+        /// The request body (only the changed fields are set).
+        request: U,
+    },
+    /// Nothing to write.
+    Unchanged {
+        /// Id in the service.
+        id: i64,
+    },
+}
+
+/// A plan for one resource: what matched, what to do, and notes for fields that differ but that
+/// the interface cannot change (they are reported, never silently ignored).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan<C, U> {
+    /// The matched API object, if any.
+    pub found: Option<Found>,
+    /// The action.
+    pub action: Action<C, U>,
+    /// Differences the interface offers no way to change, e.g. a domain's `assignment`.
+    pub notes: Vec<String>,
+}
+
+impl<C, U> Plan<C, U> {
+    /// True when the plan writes to the API.
+    pub fn writes(&self) -> bool {
+        !matches!(self.action, Action::Unchanged { .. })
+    }
+
+    /// The field changes of an update (empty otherwise).
+    pub fn changes(&self) -> &[FieldChange] {
+        match &self.action {
+            Action::Update { changes, .. } => changes,
+            _ => &[],
+        }
+    }
+
+    /// One word for the action: `create`, `update` or `unchanged`.
+    pub fn verb(&self) -> &'static str {
+        match self.action {
+            Action::Create(_) => "create",
+            Action::Update { .. } => "update",
+            Action::Unchanged { .. } => "unchanged",
+        }
+    }
+}

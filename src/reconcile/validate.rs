@@ -1,0 +1,221 @@
+//! Checks on a resource's spec that go beyond the CRD schema, shared by the manifest reader and
+//! the controllers (which report them in the `Ready` condition with reason `InvalidSpec`).
+
+use std::net::IpAddr;
+
+use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
+use crate::manifest::Resource;
+
+/// One problem in a spec: the field path and what to fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Field path, e.g. `spec.allowedIps[1]`.
+    pub field: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem { field: field.into(), message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Every problem of one resource (empty when valid).
+pub fn problems(resource: &Resource) -> Vec<Problem> {
+    match resource {
+        Resource::SubAccount(r) => sub_account(r),
+        Resource::ApiKey(r) => api_key(r),
+        Resource::SendingDomain(r) => sending_domain(r),
+    }
+}
+
+/// The natural key of a resource (the field that names it in the service and its value):
+/// sub account name, key name, or domain. Two resources with the same kind and natural key
+/// would manage the same API object.
+pub fn natural_key(resource: &Resource) -> (&'static str, String) {
+    match resource {
+        Resource::SubAccount(r) => ("spec.name", r.service_name()),
+        Resource::ApiKey(r) => {
+            let scope = r.spec.sub_account_ref.as_ref().map(|s| s.name.as_str()).unwrap_or("");
+            ("spec.name", format!("{}{}{}", scope, if scope.is_empty() { "" } else { "/" }, r.service_name()))
+        }
+        Resource::SendingDomain(r) => ("spec.domain", r.spec.domain.clone()),
+    }
+}
+
+/// The id in the `mailtarget.co/external-id` annotation, if any.
+///
+/// Errors: a problem when the annotation is not a positive integer.
+pub fn external_id(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Result<Option<i64>, Problem> {
+    let Some(raw) = annotations.and_then(|a| a.get(ANNOTATION_EXTERNAL_ID)) else { return Ok(None) };
+    match raw.trim().parse::<i64>() {
+        Ok(id) if id > 0 => Ok(Some(id)),
+        _ => Err(Problem::new(
+            format!("metadata.annotations[{ANNOTATION_EXTERNAL_ID}]"),
+            format!("\"{raw}\" is not an id: write the positive integer id of the API object to adopt"),
+        )),
+    }
+}
+
+/// Problems of a SubAccount spec.
+pub fn sub_account(r: &SubAccount) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if let Err(p) = external_id(r.metadata.annotations.as_ref()) {
+        out.push(p);
+    }
+    if r.service_name().trim().is_empty() {
+        out.push(Problem::new("spec.name", "the sub account name is empty"));
+    }
+    if let Some(key) = &r.spec.api_key {
+        ip_list(&key.allowed_ips, "spec.apiKey.allowedIps", &mut out);
+        secret_name(&key.secret_name, "spec.apiKey.secretName", &mut out);
+        unique_ids(&key.permission_ids, "spec.apiKey.permissionIds", &mut out);
+    }
+    out
+}
+
+/// Problems of an ApiKey spec.
+pub fn api_key(r: &ApiKey) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if let Err(p) = external_id(r.metadata.annotations.as_ref()) {
+        out.push(p);
+    }
+    if r.service_name().trim().is_empty() {
+        out.push(Problem::new("spec.name", "the key name is empty"));
+    }
+    ip_list(&r.spec.allowed_ips, "spec.allowedIps", &mut out);
+    secret_name(&r.spec.secret_name, "spec.secretName", &mut out);
+    unique_ids(&r.spec.permission_ids, "spec.permissionIds", &mut out);
+    out
+}
+
+/// Problems of a SendingDomain spec.
+pub fn sending_domain(r: &SendingDomain) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if let Err(p) = external_id(r.metadata.annotations.as_ref()) {
+        out.push(p);
+    }
+    if let Err(message) = check_domain(&r.spec.domain) {
+        out.push(Problem::new("spec.domain", message));
+    }
+    if let Some(name) = &r.spec.dkim_private_key_secret_name {
+        secret_name(name, "spec.dkimPrivateKeySecretName", &mut out);
+    }
+    out
+}
+
+/// Checks a sending domain name: lowercase DNS hostname of at least two labels, at most 253
+/// characters, labels of 1 to 63 characters without leading or trailing hyphens, not an IP
+/// address; internationalised names must be written in their `xn--` form.
+pub fn check_domain(domain: &str) -> Result<(), String> {
+    let fix = "write a lowercase domain such as mail.example.com (internationalised names in their xn-- form)";
+    if domain.is_empty() {
+        return Err(format!("required: {fix}"));
+    }
+    if domain.len() > 253 {
+        return Err(format!("is {} characters long; a domain has at most 253", domain.len()));
+    }
+    if domain.parse::<IpAddr>().is_ok() {
+        return Err(format!("\"{domain}\" is an IP address, not a domain: {fix}"));
+    }
+    if !domain.is_ascii() {
+        return Err(format!("\"{domain}\" has non-ASCII characters: {fix}"));
+    }
+    let labels: Vec<&str> = domain.split('.').collect();
+    if labels.len() < 2 {
+        return Err(format!("\"{domain}\" has a single label: {fix}"));
+    }
+    for label in &labels {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!("\"{domain}\" has an invalid label \"{label}\": {fix}"));
+        }
+    }
+    if labels.last().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
+        return Err(format!("\"{domain}\" ends in a numeric label: {fix}"));
+    }
+    Ok(())
+}
+
+fn ip_list(ips: &[String], field: &str, out: &mut Vec<Problem>) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, ip) in ips.iter().enumerate() {
+        match ip.parse::<IpAddr>() {
+            Ok(parsed) => {
+                if !seen.insert(parsed) {
+                    out.push(Problem::new(format!("{field}[{i}]"), format!("\"{ip}\" is listed twice")));
+                }
+            }
+            Err(_) => out.push(Problem::new(
+                format!("{field}[{i}]"),
+                format!("\"{ip}\" is not an IP address (write one IPv4 or IPv6 address per entry; ranges and CIDR prefixes are not accepted)"),
+            )),
+        }
+    }
+}
+
+fn unique_ids(ids: &[i64], field: &str, out: &mut Vec<Problem>) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, id) in ids.iter().enumerate() {
+        if *id < 0 {
+            out.push(Problem::new(format!("{field}[{i}]"), format!("{id} is negative; permission ids are positive integers")));
+        } else if !seen.insert(id) {
+            out.push(Problem::new(format!("{field}[{i}]"), format!("{id} is listed twice")));
+        }
+    }
+}
+
+fn secret_name(name: &str, field: &str, out: &mut Vec<Problem>) {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    if !valid {
+        out.push(Problem::new(field, format!("\"{name}\" is not a valid Secret name: use lowercase letters, digits, '-' and '.'")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Domains that the service would reject, or that are not what the user meant, are refused.
+    #[test]
+    fn domain_table() {
+        for ok in ["example.com", "mail.example.co.id", "xn--bcher-kva.example", "a-b.example.com"] {
+            assert!(check_domain(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "localhost", "Example.com", "bücher.example", "-a.example.com", "a..example.com", "example.com.", "10.0.0.1", "example.123", &format!("{}.com", "a".repeat(64))] {
+            assert!(check_domain(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// An external-id annotation must be a positive integer.
+    #[test]
+    fn external_id_must_be_positive_integer() {
+        let mut a = std::collections::BTreeMap::new();
+        assert_eq!(external_id(Some(&a)), Ok(None));
+        a.insert(ANNOTATION_EXTERNAL_ID.to_string(), "42".to_string());
+        assert_eq!(external_id(Some(&a)), Ok(Some(42)));
+        for bad in ["-1", "0", "abc", ""] {
+            a.insert(ANNOTATION_EXTERNAL_ID.to_string(), bad.to_string());
+            assert!(external_id(Some(&a)).is_err(), "{bad}");
+        }
+    }
+}

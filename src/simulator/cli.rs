@@ -1,0 +1,254 @@
+//! `mailtarget-operator simulator`: run the simulator as a standalone server.
+//!
+//! When ready it prints exactly one line, `listening on http://ADDR`, to standard output and
+//! serves until SIGINT or SIGTERM.
+
+use std::future::Future;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{FaultConfig, Simulator, SimulatorConfig};
+
+/// Command line arguments of the `simulator` subcommand.
+#[derive(clap::Args, Clone)]
+pub struct SimulatorArgs {
+    /// Address to listen on; port 0 picks a free port (printed on start).
+    #[arg(long, default_value = "127.0.0.1:8025")]
+    pub listen: SocketAddr,
+    /// Company API key that the simulator accepts (`Authorization: Bearer <key>`).
+    #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true)]
+    pub api_key: String,
+    /// Add an address to the suppression list (repeatable). Applied to transmissions with
+    /// `optionsAttributes.transactional: false`.
+    #[arg(long = "suppress", value_name = "EMAIL")]
+    pub suppress: Vec<String>,
+    /// Number of verify-txt calls after which a sending domain counts as verified (0: at once).
+    #[arg(long, default_value_t = 1)]
+    pub verify_after_calls: u32,
+    /// Delay added to every response, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Fraction (0 to 1) of requests answered 500 without being processed.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    pub error_rate: f64,
+    /// Requests served per second; the excess gets 429 with Retry-After.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_rps: Option<u32>,
+    /// Fraction (0 to 1) of requests processed whose response is then lost (500 or reset).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_rate)]
+    pub drop_response_rate: f64,
+    /// Seed of the fault injection random number generator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Key for the /_simulator control endpoints (default: the API key).
+    #[arg(long)]
+    pub admin_key: Option<String>,
+}
+
+impl std::fmt::Debug for SimulatorArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimulatorArgs")
+            .field("listen", &self.listen)
+            .field("api_key", &"<redacted>")
+            .field("suppress", &self.suppress)
+            .field("verify_after_calls", &self.verify_after_calls)
+            .field("latency_ms", &self.latency_ms)
+            .field("error_rate", &self.error_rate)
+            .field("rate_limit_rps", &self.rate_limit_rps)
+            .field("drop_response_rate", &self.drop_response_rate)
+            .field("seed", &self.seed)
+            .field("admin_key", &self.admin_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+fn parse_rate(raw: &str) -> Result<f64, String> {
+    let rate: f64 = raw
+        .parse()
+        .map_err(|_| format!("{raw:?} is not a number"))?;
+    if rate.is_finite() && (0.0..=1.0).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!("{raw} is not between 0 and 1"))
+    }
+}
+
+impl SimulatorArgs {
+    /// The simulator configuration these arguments describe.
+    pub fn to_config(&self) -> SimulatorConfig {
+        let mut config = SimulatorConfig::new(self.api_key.clone());
+        config.listen = self.listen;
+        config.suppress = self.suppress.clone();
+        config.verify_after_calls = self.verify_after_calls;
+        config.latency = Duration::from_millis(self.latency_ms);
+        config.admin_key = self.admin_key.clone();
+        config.faults = FaultConfig {
+            error_rate: self.error_rate,
+            latency: Duration::ZERO,
+            rate_limit_rps: self.rate_limit_rps,
+            drop_response_rate: self.drop_response_rate,
+            seed: self.seed,
+        };
+        config
+    }
+}
+
+/// Runs the simulator until SIGINT or SIGTERM.
+///
+/// # Errors
+/// When the address cannot be bound, standard output cannot be written, or the signal
+/// handlers cannot be installed.
+pub async fn run(args: SimulatorArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let signals = shutdown_signal()?;
+    serve(args, std::io::stdout(), signals).await
+}
+
+/// Starts the simulator, writes `listening on http://ADDR\n` to `out` (flushed), serves until
+/// `shutdown` completes, then stops it.
+///
+/// # Errors
+/// When the address cannot be bound or `out` cannot be written.
+pub async fn serve<W, F>(
+    args: SimulatorArgs,
+    mut out: W,
+    shutdown: F,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    W: Write + Send,
+    F: Future<Output = ()> + Send,
+{
+    let simulator = Simulator::start(args.to_config()).await?;
+    writeln!(out, "listening on {}", simulator.base_url())?;
+    out.flush()?;
+    tracing::info!(addr = %simulator.addr(), "simulator serving");
+    shutdown.await;
+    simulator.shutdown().await;
+    Ok(())
+}
+
+/// A future completing on the first SIGINT or SIGTERM.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send> {
+    #[cfg(unix)]
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: SimulatorArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<SimulatorArgs, clap::Error> {
+        Wrapper::try_parse_from(std::iter::once("sim").chain(argv.iter().copied())).map(|w| w.args)
+    }
+
+    /// Flags map onto the configuration.
+    #[test]
+    fn flags_to_config() {
+        let args = parse(&[
+            "--api-key",
+            "k",
+            "--listen",
+            "127.0.0.1:0",
+            "--suppress",
+            "a@x.co",
+            "--suppress",
+            "b@x.co",
+            "--verify-after-calls",
+            "3",
+            "--latency-ms",
+            "20",
+            "--error-rate",
+            "0.1",
+            "--rate-limit-rps",
+            "5",
+            "--drop-response-rate",
+            "0.2",
+            "--seed",
+            "7",
+            "--admin-key",
+            "admin-secret-xyz",
+        ])
+        .unwrap();
+        let config = args.to_config();
+        assert_eq!(config.suppress, vec!["a@x.co", "b@x.co"]);
+        assert_eq!(config.verify_after_calls, 3);
+        assert_eq!(config.latency, Duration::from_millis(20));
+        assert_eq!(config.faults.rate_limit_rps, Some(5));
+        assert_eq!(config.faults.seed, 7);
+        assert_eq!(config.effective_admin_key(), "admin-secret-xyz");
+        assert!(!format!("{args:?}").contains("admin-secret-xyz"));
+    }
+
+    /// Defaults, and rejection of out-of-range values.
+    #[test]
+    fn defaults_and_rejections() {
+        let args = parse(&["--api-key", "k"]).unwrap();
+        assert_eq!(args.listen.to_string(), "127.0.0.1:8025");
+        assert_eq!(args.verify_after_calls, 1);
+        assert!(parse(&["--api-key", "k", "--error-rate", "1.5"]).is_err());
+        assert!(parse(&["--api-key", "k", "--rate-limit-rps", "0"]).is_err());
+    }
+
+    /// A writer that forwards each write to a channel.
+    struct ChannelWriter(tokio::sync::mpsc::UnboundedSender<Vec<u8>>);
+
+    impl Write for ChannelWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.0.send(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// serve prints exactly one `listening on http://ADDR` line and stops on the signal.
+    #[tokio::test]
+    async fn serve_prints_listening_line() {
+        let args = parse(&["--api-key", "k", "--listen", "127.0.0.1:0"]).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve(args, ChannelWriter(tx), async {
+            let _ = stopped.await;
+        }));
+        let mut printed = Vec::new();
+        while !printed.ends_with(b"\n") {
+            let chunk = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("listening line within 10s")
+                .expect("writer alive");
+            printed.extend(chunk);
+        }
+        let line = String::from_utf8(printed).unwrap();
+        let addr = line
+            .strip_prefix("listening on http://")
+            .and_then(|rest| rest.strip_suffix('\n'))
+            .expect("line format");
+        let addr: SocketAddr = addr.parse().unwrap();
+        assert_ne!(addr.port(), 0);
+        tokio::net::TcpStream::connect(addr).await.unwrap();
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("stops within 10s")
+            .unwrap()
+            .unwrap();
+        assert!(rx.recv().await.is_none(), "exactly one line");
+    }
+}
