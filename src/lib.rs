@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod crd;
 pub mod manifest;
 pub mod offline;

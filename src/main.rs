@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use mailtarget_operator::cli::CliError;
+use mailtarget_operator::controller::{LogFormat, RunArgs};
 use mailtarget_operator::offline::cli::{ApplyArgs, PlanArgs, run_apply, run_plan};
 use mailtarget_operator::simulator::cli::SimulatorArgs;
 
@@ -32,6 +33,8 @@ enum Command {
     Plan(PlanArgs),
     /// Create or update the account's objects to match manifest files.
     Apply(ApplyArgs),
+    /// Run the operator: reconcile SubAccount, ApiKey and SendingDomain resources in a cluster.
+    Run(RunArgs),
     /// Serve the built-in simulator of the Mailtarget API.
     Simulator(SimulatorArgs),
 }
@@ -55,14 +58,20 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| "warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match &cli.command {
+        Command::Run(args) if args.log_format == LogFormat::Json => builder.json().init(),
+        _ => builder.init(),
+    }
     let result: Result<i32, CliError> = match cli.command {
         Command::Crds { out_dir } => crds(out_dir.as_deref()),
         Command::Plan(args) => run_plan(args).await,
         Command::Apply(args) => run_apply(args).await,
+        Command::Run(args) => mailtarget_operator::controller::run(args).await.map(|()| 0),
         Command::Simulator(args) => mailtarget_operator::simulator::cli::run(args)
             .await
             .map(|()| 0)

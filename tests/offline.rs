@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use tokio::process::Command;
 use std::time::Duration;
+use tokio::process::Command;
 
 use mailtarget_operator::api::{Client, ClientConfig, CreateApiKey};
 use mailtarget_operator::manifest;
@@ -15,7 +15,9 @@ use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
 const KEY: &str = "test-company-key";
 
 async fn simulator() -> Simulator {
-    Simulator::start(SimulatorConfig::new(KEY)).await.expect("simulator starts")
+    Simulator::start(SimulatorConfig::new(KEY))
+        .await
+        .expect("simulator starts")
 }
 
 fn client(sim: &Simulator) -> Client {
@@ -35,7 +37,9 @@ fn examples() -> PathBuf {
 /// keeps serving meanwhile).
 async fn run_binary(args: &[&str], sim: Option<&Simulator>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
-    cmd.args(args).env_remove("MAILTARGET_API_KEY").env_remove("RUST_LOG");
+    cmd.args(args)
+        .env_remove("MAILTARGET_API_KEY")
+        .env_remove("RUST_LOG");
     if let Some(sim) = sim {
         cmd.env("MAILTARGET_API_KEY", KEY)
             .env("MAILTARGET_API_URL", sim.base_url())
@@ -57,22 +61,40 @@ async fn apply_examples_then_nothing_changes() {
     let set = manifest::load(&[examples()]).unwrap();
     let first = plan::build(&client, &set.resources).await.unwrap();
     let s = first.summary();
-    assert_eq!((s.create, s.update, s.unchanged, s.error), (5, 0, 0, 0), "{:#?}", first.entries);
+    assert_eq!(
+        (s.create, s.update, s.unchanged, s.error),
+        (5, 0, 0, 0),
+        "{:#?}",
+        first.entries
+    );
     let report = apply::run(&client, &first, None).await;
     assert_eq!(report.summary().error, 0, "{:#?}", report.outcomes);
 
     let state = sim.snapshot();
     assert_eq!(state.sub_accounts.len(), 1);
-    assert_eq!(state.api_keys.len(), 2, "one company key plus the sub account's first key");
+    assert_eq!(
+        state.api_keys.len(),
+        2,
+        "one company key plus the sub account's first key"
+    );
     assert_eq!(state.sending_domains.len(), 2);
 
     sim.clear_request_log();
     let second = plan::build(&client, &set.resources).await.unwrap();
     let s = second.summary();
-    assert_eq!((s.create, s.update, s.unchanged), (0, 0, 5), "{:#?}", second.entries);
+    assert_eq!(
+        (s.create, s.update, s.unchanged),
+        (0, 0, 5),
+        "{:#?}",
+        second.entries
+    );
     let report = apply::run(&client, &second, None).await;
     assert_eq!(report.summary().unchanged, 5);
-    let writes: Vec<_> = sim.request_log().into_iter().filter(|r| r.is_write()).collect();
+    let writes: Vec<_> = sim
+        .request_log()
+        .into_iter()
+        .filter(|r| r.is_write())
+        .collect();
     assert!(writes.is_empty(), "second apply wrote: {writes:?}");
     assert_eq!(sim.snapshot().api_keys.len(), 2, "no duplicate keys");
 }
@@ -83,10 +105,17 @@ async fn spec_change_is_one_update_with_diff() {
     let sim = simulator().await;
     let client = client(&sim);
     let set = manifest::load(&[examples()]).unwrap();
-    apply::run(&client, &plan::build(&client, &set.resources).await.unwrap(), None).await;
+    apply::run(
+        &client,
+        &plan::build(&client, &set.resources).await.unwrap(),
+        None,
+    )
+    .await;
 
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(examples().join("apikey-ci.yaml")).unwrap().replacen("permissionIds: [1, 2]", "permissionIds: [1, 3]", 1);
+    let text = std::fs::read_to_string(examples().join("apikey-ci.yaml"))
+        .unwrap()
+        .replacen("permissionIds: [1, 2]", "permissionIds: [1, 3]", 1);
     std::fs::write(dir.path().join("keys.yaml"), text).unwrap();
     let set = manifest::load(&[dir.path().to_path_buf()]).unwrap();
     let p = plan::build(&client, &set.resources).await.unwrap();
@@ -97,9 +126,16 @@ async fn spec_change_is_one_update_with_diff() {
 
     sim.clear_request_log();
     apply::run(&client, &p, None).await;
-    let writes: Vec<_> = sim.request_log().into_iter().filter(|r| r.is_write()).collect();
+    let writes: Vec<_> = sim
+        .request_log()
+        .into_iter()
+        .filter(|r| r.is_write())
+        .collect();
     assert_eq!(writes.len(), 1, "{writes:?}");
-    assert_eq!((writes[0].method.as_str(), writes[0].path.as_str()), ("PUT", format!("/api-key/{}", ci.id.unwrap()).as_str()));
+    assert_eq!(
+        (writes[0].method.as_str(), writes[0].path.as_str()),
+        ("PUT", format!("/api-key/{}", ci.id.unwrap()).as_str())
+    );
 }
 
 /// Two API objects with the same natural key: nothing is adopted and nothing is written.
@@ -108,10 +144,24 @@ async fn ambiguous_natural_key_writes_nothing() {
     let sim = simulator().await;
     let client = client(&sim);
     for _ in 0..2 {
-        client.create_api_key(&CreateApiKey { name: Some("ci-sender".into()), ..Default::default() }).await.unwrap();
+        client
+            .create_api_key(&CreateApiKey {
+                name: Some("ci-sender".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
     }
     sim.clear_request_log();
-    let out = run_binary(&["apply", "-f", examples().join("apikey-ci.yaml").to_str().unwrap()], Some(&sim)).await;
+    let out = run_binary(
+        &[
+            "apply",
+            "-f",
+            examples().join("apikey-ci.yaml").to_str().unwrap(),
+        ],
+        Some(&sim),
+    )
+    .await;
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("2 API keys match"), "{stderr}");
@@ -124,10 +174,28 @@ async fn ambiguous_natural_key_writes_nothing() {
 async fn binary_apply_output_and_secrets_dir() {
     let sim = simulator().await;
     let dir = tempfile::tempdir().unwrap();
-    let out = run_binary(&["apply", "-f", examples().to_str().unwrap(), "--secrets-dir", dir.path().to_str().unwrap()], Some(&sim)).await;
+    let out = run_binary(
+        &[
+            "apply",
+            "-f",
+            examples().to_str().unwrap(),
+            "--secrets-dir",
+            dir.path().to_str().unwrap(),
+        ],
+        Some(&sim),
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("Apply: 5 created, 0 updated, 0 unchanged."), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Apply: 5 created, 0 updated, 0 unchanged."),
+        "{stdout}"
+    );
     assert!(stdout.contains("_domainkey.mail.example.com"), "{stdout}");
     let state = sim.snapshot();
     for key in &state.api_keys {
@@ -135,30 +203,53 @@ async fn binary_apply_output_and_secrets_dir() {
     }
     let key_file = dir.path().join("default/ci-mailtarget-key/apiKey");
     let value = std::fs::read_to_string(&key_file).unwrap();
-    assert!(state.api_keys.iter().any(|k| k.key == value), "file holds a real key value");
-    let dkim = std::fs::read_to_string(dir.path().join("default/mail-example-com-dkim/dkimPrivateKey")).unwrap();
+    assert!(
+        state.api_keys.iter().any(|k| k.key == value),
+        "file holds a real key value"
+    );
+    let dkim = std::fs::read_to_string(
+        dir.path()
+            .join("default/mail-example-com-dkim/dkimPrivateKey"),
+    )
+    .unwrap();
     assert!(dkim.starts_with("-----BEGIN PRIVATE KEY-----"));
     assert!(!stdout.contains("BEGIN PRIVATE KEY"));
 
-    let out = run_binary(&["plan", "-f", examples().to_str().unwrap(), "-o", "json"], Some(&sim)).await;
+    let out = run_binary(
+        &["plan", "-f", examples().to_str().unwrap(), "-o", "json"],
+        Some(&sim),
+    )
+    .await;
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["summary"], serde_json::json!({"create": 0, "update": 0, "unchanged": 5, "error": 0}));
+    assert_eq!(
+        doc["summary"],
+        serde_json::json!({"create": 0, "update": 0, "unchanged": 5, "error": 0})
+    );
 }
 
 /// `--simulate` needs no key; without it and without a key the error says what to set.
 #[tokio::test]
 async fn simulate_flag_and_missing_key() {
-    let out = run_binary(&["plan", "-f", examples().to_str().unwrap(), "--simulate"], None).await;
+    let out = run_binary(
+        &["plan", "-f", examples().to_str().unwrap(), "--simulate"],
+        None,
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.ends_with("Plan: 5 to create, 0 to update, 0 unchanged.\n"), "{stdout}");
+    assert!(
+        stdout.ends_with("Plan: 5 to create, 0 to update, 0 unchanged.\n"),
+        "{stdout}"
+    );
     let out = run_binary(&["plan", "-f", examples().to_str().unwrap()], None).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("MAILTARGET_API_KEY"));
 }
 
 const HEADER_KEY: &str = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: k\n";
-const HEADER_DOMAIN: &str = "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n";
-const HEADER_SUB: &str = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: s\n";
+const HEADER_DOMAIN: &str =
+    "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n";
+const HEADER_SUB: &str =
+    "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: s\n";
 
 /// Every bad manifest is refused with a message naming the field, and the API sees no request.
 #[tokio::test]
@@ -196,10 +287,27 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         std::fs::write(&file, text).unwrap();
         let out = run_binary(&["apply", "-f", file.to_str().unwrap()], Some(&sim)).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "case {i} should fail:\n{text}\n{stderr}");
-        assert!(stderr.contains(&format!("case{i}.yaml")), "case {i}: names the file: {stderr}");
-        assert!(stderr.contains(&format!("{field}:")) || field.is_empty(), "case {i}: names {field}: {stderr}");
-        assert!(stderr.contains(fragment), "case {i}: says {fragment:?}: {stderr}");
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "case {i} should fail:\n{text}\n{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("case{i}.yaml")),
+            "case {i}: names the file: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("{field}:")) || field.is_empty(),
+            "case {i}: names {field}: {stderr}"
+        );
+        assert!(
+            stderr.contains(fragment),
+            "case {i}: says {fragment:?}: {stderr}"
+        );
     }
-    assert!(sim.request_log().is_empty(), "bad manifests caused API calls: {:?}", sim.request_log());
+    assert!(
+        sim.request_log().is_empty(),
+        "bad manifests caused API calls: {:?}",
+        sim.request_log()
+    );
 }

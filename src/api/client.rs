@@ -180,7 +180,7 @@ impl Client {
                 tracing::debug!(
                     endpoint = endpoint.label,
                     error = err.category(),
-                    delay_ms = delay.as_millis() as u64,
+                    delay_ms = millis(delay),
                     "retrying"
                 );
             })
@@ -213,7 +213,7 @@ impl Client {
             if let Some(observer) = &self.inner.observer {
                 observer.on_response(endpoint.label, status, elapsed);
             }
-            let elapsed_ms = elapsed.as_millis() as u64;
+            let elapsed_ms = millis(elapsed);
             match &result {
                 Ok(_) => tracing::debug!(status, elapsed_ms, "request succeeded"),
                 Err(err) => tracing::debug!(
@@ -329,6 +329,11 @@ impl fmt::Debug for Client {
             .field("max_response_bytes", &self.inner.max_response_bytes)
             .finish_non_exhaustive()
     }
+}
+
+/// A duration in whole milliseconds, for logs.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The delay before the next retry: backon's `delay` (`None` when the retries are used up,

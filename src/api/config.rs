@@ -114,6 +114,9 @@ impl ClientConfig {
 
     /// A configuration for Mailtarget's public addresses ([`Self::DEFAULT_API_URL`] and
     /// [`Self::DEFAULT_TRANSMISSION_URL`]).
+    ///
+    /// # Panics
+    /// Never: both addresses are constants, checked by a unit test.
     pub fn with_default_urls(api_key: SecretString) -> Self {
         // Both are compile-time constants checked by a unit test; not outside data.
         let parse = |s: &str| Url::parse(s).expect("default URL constants are valid");

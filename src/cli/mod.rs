@@ -65,7 +65,12 @@ impl Target {
 
 impl ApiArgs {
     /// The client configuration these flags describe, with `key` and URLs given.
-    pub fn client_config(&self, api_url: Url, transmission_url: Url, key: SecretString) -> ClientConfig {
+    pub fn client_config(
+        &self,
+        api_url: Url,
+        transmission_url: Url,
+        key: SecretString,
+    ) -> ClientConfig {
         let mut config = ClientConfig::new(api_url, transmission_url, key);
         config.timeout = std::time::Duration::from_secs(self.api_timeout.max(1));
         config.max_concurrency = self.api_concurrency.max(1);
@@ -80,16 +85,32 @@ impl ApiArgs {
         if simulate {
             let key = format!("sim-{:016x}", rand::random::<u64>());
             let sim = Simulator::start(SimulatorConfig::new(key.clone())).await?;
-            let parse = |s: String| Url::parse(&s).map_err(|e| CliError::Config(format!("simulator address: {e}")));
-            let config = self.client_config(parse(sim.base_url())?, parse(sim.transmission_url())?, key.into());
-            return Ok(Target { client: Client::new(config)?, simulator: Some(sim) });
+            let parse = |s: String| {
+                Url::parse(&s).map_err(|e| CliError::Config(format!("simulator address: {e}")))
+            };
+            let config = self.client_config(
+                parse(sim.base_url())?,
+                parse(sim.transmission_url())?,
+                key.into(),
+            );
+            return Ok(Target {
+                client: Client::new(config)?,
+                simulator: Some(sim),
+            });
         }
         let Some(key) = self.api_key.clone().filter(|k| !k.is_empty()) else {
             return Err(CliError::Config(
                 "no API key: set MAILTARGET_API_KEY (or --api-key), or use --simulate to run against the built-in simulator".into(),
             ));
         };
-        let config = self.client_config(self.api_url.clone(), self.transmission_url.clone(), key.into());
-        Ok(Target { client: Client::new(config)?, simulator: None })
+        let config = self.client_config(
+            self.api_url.clone(),
+            self.transmission_url.clone(),
+            key.into(),
+        );
+        Ok(Target {
+            client: Client::new(config)?,
+            simulator: None,
+        })
     }
 }

@@ -13,6 +13,8 @@ use super::subaccount::NamedId;
 ///
 /// `POST /api-key` takes no sub account, so new keys are company keys; `subAccountRef` serves to
 /// adopt and manage an existing key of that sub account.
+// The derive's repeated `printcolumn(type_ = ...)` arguments are separate columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "mailtarget.co",
@@ -25,15 +27,27 @@ use super::subaccount::NamedId;
     doc = "A Mailtarget API key managed by mailtarget-operator; the key value goes to a Secret.",
     printcolumn(name = "Name", type_ = "string", json_path = ".spec.name"),
     printcolumn(name = "ID", type_ = "integer", json_path = ".status.id"),
-    printcolumn(name = "Permission", type_ = "string", json_path = ".status.permissionType"),
-    printcolumn(name = "SubAccount", type_ = "string", json_path = ".status.subAccountName"),
+    printcolumn(
+        name = "Permission",
+        type_ = "string",
+        json_path = ".status.permissionType"
+    ),
+    printcolumn(
+        name = "SubAccount",
+        type_ = "string",
+        json_path = ".status.subAccountName"
+    ),
     printcolumn(name = "Secret", type_ = "string", json_path = ".spec.secretName"),
     printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ApiKeySpec {

@@ -17,8 +17,8 @@ pub mod subaccount;
 
 pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
 pub use common::{
-    ANNOTATION_EXTERNAL_ID, ANNOTATION_PAUSED, DeletionPolicy, FINALIZER, GROUP, LocalObjectReference,
-    ManagementPolicy, SubAccountDeletionPolicy, VERSION,
+    ANNOTATION_EXTERNAL_ID, ANNOTATION_PAUSED, DeletionPolicy, FINALIZER, GROUP,
+    LocalObjectReference, ManagementPolicy, SubAccountDeletionPolicy, VERSION,
 };
 pub use conditions::{Condition, ConditionStatus};
 pub use sendingdomain::{DnsRecord, SendingDomain, SendingDomainSpec, SendingDomainStatus};

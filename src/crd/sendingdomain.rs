@@ -10,6 +10,8 @@ use super::conditions::Condition;
 
 /// Desired state of a sending domain. Maps to `POST /domain/sending` and
 /// `PUT /domain/sending/{id}/share`.
+// The derive's repeated `printcolumn(type_ = ...)` arguments are separate columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "mailtarget.co",
@@ -42,7 +44,11 @@ use super::conditions::Condition;
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SendingDomainSpec {

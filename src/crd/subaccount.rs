@@ -11,6 +11,8 @@ use super::conditions::Condition;
 /// Desired state of a sub account.
 ///
 /// Maps to the bodies of `POST /sub-account` and `PUT /sub-account/{id}`.
+// The derive's repeated `printcolumn(type_ = ...)` arguments are separate columns, not duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "mailtarget.co",
@@ -29,7 +31,11 @@ use super::conditions::Condition;
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SubAccountSpec {

@@ -93,7 +93,10 @@ pub struct ManifestError {
 impl ManifestError {
     pub(crate) fn at_path(path: &Path, message: impl Into<String>) -> Self {
         ManifestError {
-            source: Some(Source { file: path.to_path_buf(), document: 0 }),
+            source: Some(Source {
+                file: path.to_path_buf(),
+                document: 0,
+            }),
             object: None,
             field: None,
             message: message.into(),

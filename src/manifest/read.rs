@@ -35,7 +35,10 @@ pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
     for file in files {
         match std::fs::read_to_string(&file) {
             Ok(text) => read_stream(&file, &text, &mut set, &mut errors),
-            Err(e) => errors.push(ManifestError::at_path(&file, format!("cannot read file: {e}"))),
+            Err(e) => errors.push(ManifestError::at_path(
+                &file,
+                format!("cannot read file: {e}"),
+            )),
         }
     }
     check_cross_document(&set.resources, &mut errors);
@@ -74,7 +77,10 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<Manifes
     let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
         Err(e) => {
-            errors.push(ManifestError::at_path(path, format!("cannot list directory: {e}")));
+            errors.push(ManifestError::at_path(
+                path,
+                format!("cannot list directory: {e}"),
+            ));
             return;
         }
     };
@@ -95,7 +101,10 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<Manifes
 
 fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let source = Source { file: file.to_path_buf(), document: index + 1 };
+        let source = Source {
+            file: file.to_path_buf(),
+            document: index + 1,
+        };
         let value = match Value::deserialize(document) {
             Ok(Value::Null) => continue,
             Ok(v) => v,
@@ -114,7 +123,12 @@ fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<
     }
 }
 
-fn read_document(source: Source, doc: Value, set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
+fn read_document(
+    source: Source,
+    doc: Value,
+    set: &mut ManifestSet,
+    errors: &mut Vec<ManifestError>,
+) {
     let error = |object: Option<String>, field: Option<&str>, message: String| ManifestError {
         source: Some(source.clone()),
         object,
@@ -122,14 +136,32 @@ fn read_document(source: Source, doc: Value, set: &mut ManifestSet, errors: &mut
         message,
     };
     let Some(map) = doc.as_object() else {
-        errors.push(error(None, None, "a manifest document must be a mapping with apiVersion, kind and metadata".into()));
+        errors.push(error(
+            None,
+            None,
+            "a manifest document must be a mapping with apiVersion, kind and metadata".into(),
+        ));
         return;
     };
-    let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let api_version = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let kind = map.get("kind").and_then(Value::as_str).unwrap_or_default();
-    let name = doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = doc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if api_version.is_empty() || kind.is_empty() {
-        errors.push(error(None, Some(if api_version.is_empty() { "apiVersion" } else { "kind" }), "required: every document needs apiVersion and kind".into()));
+        errors.push(error(
+            None,
+            Some(if api_version.is_empty() {
+                "apiVersion"
+            } else {
+                "kind"
+            }),
+            "required: every document needs apiVersion and kind".into(),
+        ));
         return;
     }
     if api_version.split('/').next() != Some(GROUP) {
@@ -140,11 +172,19 @@ fn read_document(source: Source, doc: Value, set: &mut ManifestSet, errors: &mut
     let object = Some(format!("{kind} \"{name}\""));
     let expected = format!("{GROUP}/{}", crate::crd::VERSION);
     if api_version != expected {
-        errors.push(error(object, Some("apiVersion"), format!("\"{api_version}\" is not served; use \"{expected}\"")));
+        errors.push(error(
+            object,
+            Some("apiVersion"),
+            format!("\"{api_version}\" is not served; use \"{expected}\""),
+        ));
         return;
     }
     if !matches!(kind, "SubAccount" | "ApiKey" | "SendingDomain") {
-        errors.push(error(object, Some("kind"), format!("\"{kind}\" is not a kind of {GROUP}; use SubAccount, ApiKey or SendingDomain")));
+        errors.push(error(
+            object,
+            Some("kind"),
+            format!("\"{kind}\" is not a kind of {GROUP}; use SubAccount, ApiKey or SendingDomain"),
+        ));
         return;
     }
     if let Some(problem) = metadata_problem(&doc) {
@@ -168,7 +208,10 @@ fn read_document(source: Source, doc: Value, set: &mut ManifestSet, errors: &mut
         Ok(resource) => {
             let problems = crate::reconcile::validate::problems(&resource);
             if problems.is_empty() {
-                set.resources.push(Loaded { source: source.clone(), resource });
+                set.resources.push(Loaded {
+                    source: source.clone(),
+                    resource,
+                });
             }
             for p in problems {
                 errors.push(error(object.clone(), Some(&p.field), p.message));
@@ -190,12 +233,22 @@ fn metadata_problem(doc: &Value) -> Option<(&'static str, String)> {
         return Some(("metadata.name", "required: give the resource a name".into()));
     };
     if !is_dns1123_subdomain(name) {
-        return Some(("metadata.name", format!("\"{name}\" is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit")));
+        return Some((
+            "metadata.name",
+            format!(
+                "\"{name}\" is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+            ),
+        ));
     }
     if let Some(ns) = doc.pointer("/metadata/namespace") {
         let ns = ns.as_str().unwrap_or_default();
         if !is_dns1123_label(ns) {
-            return Some(("metadata.namespace", format!("\"{ns}\" is not a valid namespace: use at most 63 lowercase letters, digits and '-'")));
+            return Some((
+                "metadata.namespace",
+                format!(
+                    "\"{ns}\" is not a valid namespace: use at most 63 lowercase letters, digits and '-'"
+                ),
+            ));
         }
     }
     None
@@ -204,7 +257,8 @@ fn metadata_problem(doc: &Value) -> Option<(&'static str, String)> {
 fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -221,7 +275,11 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
     for loaded in resources {
         let r = &loaded.resource;
         let id = format!("{} \"{}\"", r.kind(), r.name());
-        let key = (r.kind().to_string(), r.namespace().to_string(), r.name().to_string());
+        let key = (
+            r.kind().to_string(),
+            r.namespace().to_string(),
+            r.name().to_string(),
+        );
         if let Some(first) = objects.insert(key, &loaded.source) {
             errors.push(ManifestError {
                 source: Some(loaded.source.clone()),
@@ -232,7 +290,10 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
             continue;
         }
         let (field, natural_key) = crate::reconcile::validate::natural_key(r);
-        if let Some((first, first_id)) = natural.insert((r.kind(), natural_key.clone()), (&loaded.source, id.clone())) {
+        if let Some((first, first_id)) = natural.insert(
+            (r.kind(), natural_key.clone()),
+            (&loaded.source, id.clone()),
+        ) {
             errors.push(ManifestError {
                 source: Some(loaded.source.clone()),
                 object: Some(id.clone()),

@@ -34,7 +34,9 @@ fn validators() -> &'static HashMap<String, jsonschema::Validator> {
             else {
                 continue;
             };
-            let Ok(mut schema) = serde_json::to_value(schema) else { continue };
+            let Ok(mut schema) = serde_json::to_value(schema) else {
+                continue;
+            };
             to_json_schema(&mut schema);
             if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
                 props.insert("apiVersion".into(), json!({"type": "string"}));
@@ -53,7 +55,9 @@ fn validators() -> &'static HashMap<String, jsonschema::Validator> {
 
 /// Rewrites OpenAPI v3 schema keywords into JSON Schema ones, recursively.
 fn to_json_schema(node: &mut Value) {
-    let Some(obj) = node.as_object_mut() else { return };
+    let Some(obj) = node.as_object_mut() else {
+        return;
+    };
     if obj.remove("nullable") == Some(Value::Bool(true))
         && let Some(Value::String(t)) = obj.get("type").cloned()
     {
@@ -98,22 +102,34 @@ pub(crate) fn field_path(pointer: &str) -> String {
     out
 }
 
-fn describe(kind: &ValidationErrorKind, instance: &Value, fallback: String) -> (Option<String>, String) {
+fn describe(
+    kind: &ValidationErrorKind,
+    instance: &Value,
+    fallback: String,
+) -> (Option<String>, String) {
     match kind {
         ValidationErrorKind::Pattern { pattern } if pattern == IP_PATTERN => (
             None,
-            format!("{instance} is not an IP address (write one IPv4 or IPv6 address per entry; ranges and CIDR prefixes are not accepted)"),
+            format!(
+                "{instance} is not an IP address (write one IPv4 or IPv6 address per entry; ranges and CIDR prefixes are not accepted)"
+            ),
         ),
         ValidationErrorKind::Pattern { pattern } if pattern == HOSTNAME_PATTERN => (
             None,
-            format!("{instance} is not a valid domain name (lowercase labels of letters, digits and hyphens separated by dots, e.g. mail.example.com; write internationalised names in their xn-- form)"),
+            format!(
+                "{instance} is not a valid domain name (lowercase labels of letters, digits and hyphens separated by dots, e.g. mail.example.com; write internationalised names in their xn-- form)"
+            ),
         ),
         ValidationErrorKind::AdditionalProperties { unexpected } => (
             unexpected.first().cloned(),
             format!(
                 "unknown field{} {} (check the spelling against `kubectl explain` or the CRD reference)",
                 if unexpected.len() == 1 { "" } else { "s" },
-                unexpected.iter().map(|u| format!("\"{u}\"")).collect::<Vec<_>>().join(", ")
+                unexpected
+                    .iter()
+                    .map(|u| format!("\"{u}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ),
         _ => (None, fallback),
@@ -125,7 +141,9 @@ fn describe(kind: &ValidationErrorKind, instance: &Value, fallback: String) -> (
 /// Returns every violation found; an empty list means the document is valid. A kind without a
 /// validator returns no violations.
 pub(crate) fn check(kind: &str, doc: &Value) -> Vec<Violation> {
-    let Some(validator) = validators().get(kind) else { return Vec::new() };
+    let Some(validator) = validators().get(kind) else {
+        return Vec::new();
+    };
     let mut out: Vec<Violation> = validator
         .iter_errors(doc)
         .map(|e| {

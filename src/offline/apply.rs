@@ -8,7 +8,10 @@ use serde::Serialize;
 
 use super::plan::{Entry, KeyScope, OfflinePlan, Step, Summary};
 use super::secrets;
-use crate::api::{ApiError, ApiKeyDetail, Client, ListApiKeysQuery, ListSendingDomainsQuery, ListSubAccountsQuery, SendingDomainDetail, SubAccountDetail};
+use crate::api::{
+    ApiError, ApiKeyDetail, Client, ListApiKeysQuery, ListSendingDomainsQuery,
+    ListSubAccountsQuery, SendingDomainDetail, SubAccountDetail,
+};
 use crate::crd::DnsRecord;
 use crate::manifest::Resource;
 use crate::reconcile::execute::create_or_recover;
@@ -66,7 +69,13 @@ struct Ctx<'a> {
 }
 
 fn outcome(entry: &Entry, result: &'static str) -> Outcome {
-    Outcome { entry: entry.clone(), result, dns_records: Vec::new(), verified: None, secret_files: Vec::new() }
+    Outcome {
+        entry: entry.clone(),
+        result,
+        dns_records: Vec::new(),
+        verified: None,
+        secret_files: Vec::new(),
+    }
 }
 
 fn failed(entry: &Entry, error: impl std::fmt::Display) -> Outcome {
@@ -89,12 +98,32 @@ fn result_word<C, U>(action: &Action<C, U>) -> &'static str {
 /// the others go on.
 pub async fn run(client: &Client, plan: &OfflinePlan, secrets_dir: Option<&Path>) -> ApplyReport {
     if plan.has_errors() {
-        let outcomes = plan.entries.iter().map(|e| outcome(e, if e.error.is_some() { "failed" } else { "skipped" })).collect();
+        let outcomes = plan
+            .entries
+            .iter()
+            .map(|e| {
+                outcome(
+                    e,
+                    if e.error.is_some() {
+                        "failed"
+                    } else {
+                        "skipped"
+                    },
+                )
+            })
+            .collect();
         return ApplyReport { outcomes };
     }
-    let ctx = &Ctx { client, secrets_dir };
+    let ctx = &Ctx {
+        client,
+        secrets_dir,
+    };
     let mut outcomes: Vec<Option<Outcome>> = plan.entries.iter().map(|_| None).collect();
-    let indexed = |pred: fn(&Step) -> bool| -> Vec<usize> { (0..plan.steps.len()).filter(|i| pred(&plan.steps[*i])).collect() };
+    let indexed = |pred: fn(&Step) -> bool| -> Vec<usize> {
+        (0..plan.steps.len())
+            .filter(|i| pred(&plan.steps[*i]))
+            .collect()
+    };
 
     let subs = indexed(|s| matches!(s, Step::SubAccount { .. }));
     let created: Vec<(usize, Outcome, Option<SubAccountDetail>)> = stream::iter(subs)
@@ -109,7 +138,11 @@ pub async fn run(client: &Client, plan: &OfflinePlan, secrets_dir: Option<&Path>
     for (i, o, d) in created {
         outcomes[i] = Some(o);
         if let Some(d) = d {
-            sub_details.push((plan.resources[i].namespace().to_string(), plan.resources[i].name().to_string(), d));
+            sub_details.push((
+                plan.resources[i].namespace().to_string(),
+                plan.resources[i].name().to_string(),
+                d,
+            ));
         }
     }
     let sub_details = &sub_details;
@@ -141,7 +174,14 @@ pub async fn run(client: &Client, plan: &OfflinePlan, secrets_dir: Option<&Path>
     ApplyReport { outcomes }
 }
 
-fn write_secret(ctx: &Ctx<'_>, o: &mut Outcome, namespace: &str, secret: &str, key: &str, value: &SecretString) {
+fn write_secret(
+    ctx: &Ctx<'_>,
+    o: &mut Outcome,
+    namespace: &str,
+    secret: &str,
+    key: &str,
+    value: &SecretString,
+) {
     let Some(dir) = ctx.secrets_dir else { return };
     match secrets::write(dir, namespace, secret, key, value) {
         Ok(path) => o.secret_files.push(path),
@@ -149,7 +189,11 @@ fn write_secret(ctx: &Ctx<'_>, o: &mut Outcome, namespace: &str, secret: &str, k
     }
 }
 
-async fn apply_sub_account(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> (Outcome, Option<SubAccountDetail>) {
+async fn apply_sub_account(
+    ctx: &Ctx<'_>,
+    plan: &OfflinePlan,
+    i: usize,
+) -> (Outcome, Option<SubAccountDetail>) {
     let (Step::SubAccount { desired, plan: p }, entry) = (&plan.steps[i], &plan.entries[i]) else {
         return (outcome(&plan.entries[i], "skipped"), None);
     };
@@ -157,7 +201,10 @@ async fn apply_sub_account(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> (Outc
     let result: Result<SubAccountDetail, ApiError> = match &p.action {
         Action::Create(req) => {
             create_or_recover(client.create_sub_account(req), || async {
-                let q = ListSubAccountsQuery { search: Some(desired.name.clone()), ..Default::default() };
+                let q = ListSubAccountsQuery {
+                    search: Some(desired.name.clone()),
+                    ..Default::default()
+                };
                 let found = client.list_all_sub_accounts(&q).await?;
                 match found.iter().find(|s| s.name == desired.name) {
                     Some(s) => client.get_sub_account(s.id).await.map(Some),
@@ -173,12 +220,22 @@ async fn apply_sub_account(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> (Outc
         Ok(detail) => {
             let mut o = outcome(entry, result_word(&p.action));
             o.entry.id = Some(detail.id);
-            if let (Some(key), Resource::SubAccount(r)) = (&desired.initial_key, &plan.resources[i]) {
+            if let (Some(key), Resource::SubAccount(r)) = (&desired.initial_key, &plan.resources[i])
+            {
                 let name = subaccount::initial_key_name(desired).unwrap_or_default();
                 if let Some(k) = detail.api_keys.iter().find(|k| k.name == name) {
-                    write_secret(ctx, &mut o, &plan.resources[i].namespace().to_string(), &key.secret_name, "apiKey", &k.key);
+                    write_secret(
+                        ctx,
+                        &mut o,
+                        plan.resources[i].namespace(),
+                        &key.secret_name,
+                        "apiKey",
+                        &k.key,
+                    );
                 } else if r.spec.api_key.is_some() {
-                    o.entry.notes.push(format!("the sub account has no key named \"{name}\""));
+                    o.entry
+                        .notes
+                        .push(format!("the sub account has no key named \"{name}\""));
                 }
             }
             (o, Some(detail))
@@ -187,8 +244,21 @@ async fn apply_sub_account(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> (Outc
     }
 }
 
-async fn apply_api_key(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize, subs: &[(String, String, SubAccountDetail)]) -> Outcome {
-    let (Step::ApiKey { desired, plan: p, scope }, entry) = (&plan.steps[i], &plan.entries[i]) else {
+async fn apply_api_key(
+    ctx: &Ctx<'_>,
+    plan: &OfflinePlan,
+    i: usize,
+    subs: &[(String, String, SubAccountDetail)],
+) -> Outcome {
+    let (
+        Step::ApiKey {
+            desired,
+            plan: p,
+            scope,
+        },
+        entry,
+    ) = (&plan.steps[i], &plan.entries[i])
+    else {
         return outcome(&plan.entries[i], "skipped");
     };
     let client = ctx.client;
@@ -196,26 +266,45 @@ async fn apply_api_key(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize, subs: &[(Str
     let result: Result<(ApiKeyDetail, &'static str), KeyError> = async {
         match (scope, p) {
             (KeyScope::CreatedWith(sub), _) => {
-                let Some((_, _, detail)) = subs.iter().find(|(ns, n, _)| ns == &namespace && n == sub) else {
-                    return Err(KeyError::Missing(format!("SubAccount \"{sub}\" was not applied")));
+                let Some((_, _, detail)) =
+                    subs.iter().find(|(ns, n, _)| ns == &namespace && n == sub)
+                else {
+                    return Err(KeyError::Missing(format!(
+                        "SubAccount \"{sub}\" was not applied"
+                    )));
                 };
                 let Some(item) = detail.api_keys.iter().find(|k| k.name == desired.name) else {
-                    return Err(KeyError::Missing(format!("the sub account of SubAccount \"{sub}\" has no key named \"{}\"", desired.name)));
+                    return Err(KeyError::Missing(format!(
+                        "the sub account of SubAccount \"{sub}\" has no key named \"{}\"",
+                        desired.name
+                    )));
                 };
                 let current = client.get_api_key(item.id).await?;
                 let observed = apikey::Observed::from(&current);
-                let found = crate::reconcile::Found { id: item.id, matched_by: crate::reconcile::MatchedBy::NaturalKey };
+                let found = crate::reconcile::Found {
+                    id: item.id,
+                    matched_by: crate::reconcile::MatchedBy::NaturalKey,
+                };
                 match apikey::plan(desired, Some((found, &observed))) {
-                    Ok(crate::reconcile::Plan { action: Action::Update { id, request, .. }, .. }) => Ok((client.update_api_key(id, &request).await?, "created")),
+                    Ok(crate::reconcile::Plan {
+                        action: Action::Update { id, request, .. },
+                        ..
+                    }) => Ok((client.update_api_key(id, &request).await?, "created")),
                     _ => Ok((current, "created")),
                 }
             }
             (_, Some(p)) => match &p.action {
                 Action::Create(req) => {
                     let detail = create_or_recover(client.create_api_key(req), || async {
-                        let q = ListApiKeysQuery { search: Some(desired.name.clone()), ..Default::default() };
+                        let q = ListApiKeysQuery {
+                            search: Some(desired.name.clone()),
+                            ..Default::default()
+                        };
                         let found = client.list_all_api_keys(&q).await?;
-                        match found.iter().find(|k| k.name == desired.name && k.sub_account_id == 0) {
+                        match found
+                            .iter()
+                            .find(|k| k.name == desired.name && k.sub_account_id == 0)
+                        {
                             Some(k) => client.get_api_key(k.id).await.map(Some),
                             None => Ok(None),
                         }
@@ -223,13 +312,21 @@ async fn apply_api_key(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize, subs: &[(Str
                     .await?;
                     // The create body has no permissionType: set it when the spec asks for another.
                     let observed = apikey::Observed::from(&detail);
-                    let found = crate::reconcile::Found { id: detail.id, matched_by: crate::reconcile::MatchedBy::StatusId };
+                    let found = crate::reconcile::Found {
+                        id: detail.id,
+                        matched_by: crate::reconcile::MatchedBy::StatusId,
+                    };
                     match apikey::plan(desired, Some((found, &observed))) {
-                        Ok(crate::reconcile::Plan { action: Action::Update { id, request, .. }, .. }) => Ok((client.update_api_key(id, &request).await?, "created")),
+                        Ok(crate::reconcile::Plan {
+                            action: Action::Update { id, request, .. },
+                            ..
+                        }) => Ok((client.update_api_key(id, &request).await?, "created")),
                         _ => Ok((detail, "created")),
                     }
                 }
-                Action::Update { id, request, .. } => Ok((client.update_api_key(*id, request).await?, "updated")),
+                Action::Update { id, request, .. } => {
+                    Ok((client.update_api_key(*id, request).await?, "updated"))
+                }
                 Action::Unchanged { id } => Ok((client.get_api_key(*id).await?, "unchanged")),
             },
             (_, None) => Err(KeyError::Missing("no plan for this key".into())),
@@ -240,7 +337,14 @@ async fn apply_api_key(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize, subs: &[(Str
         Ok((detail, word)) => {
             let mut o = outcome(entry, word);
             o.entry.id = Some(detail.id);
-            write_secret(ctx, &mut o, &namespace, &desired.secret_name, "apiKey", &detail.key);
+            write_secret(
+                ctx,
+                &mut o,
+                &namespace,
+                &desired.secret_name,
+                "apiKey",
+                &detail.key,
+            );
             o
         }
         Err(e) => failed(entry, e),
@@ -257,7 +361,13 @@ enum KeyError {
 }
 
 async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
-    let (Step::SendingDomain { desired, plan: p, .. }, entry) = (&plan.steps[i], &plan.entries[i]) else {
+    let (
+        Step::SendingDomain {
+            desired, plan: p, ..
+        },
+        entry,
+    ) = (&plan.steps[i], &plan.entries[i])
+    else {
         return outcome(&plan.entries[i], "skipped");
     };
     let client = ctx.client;
@@ -265,16 +375,24 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
         let mut detail = match &p.action {
             Action::Create(req) => {
                 create_or_recover(client.create_sending_domain(req), || async {
-                    let q = ListSendingDomainsQuery { search: Some(desired.domain.clone()), ..Default::default() };
+                    let q = ListSendingDomainsQuery {
+                        search: Some(desired.domain.clone()),
+                        ..Default::default()
+                    };
                     let found = client.list_all_sending_domains(&q).await?;
-                    match found.iter().find(|d| d.domain.eq_ignore_ascii_case(&desired.domain)) {
+                    match found
+                        .iter()
+                        .find(|d| d.domain.eq_ignore_ascii_case(&desired.domain))
+                    {
                         Some(d) => client.get_sending_domain(d.id).await.map(Some),
                         None => Ok(None),
                     }
                 })
                 .await?
             }
-            Action::Update { id, .. } | Action::Unchanged { id } => client.get_sending_domain(*id).await?,
+            Action::Update { id, .. } | Action::Unchanged { id } => {
+                client.get_sending_domain(*id).await?
+            }
         };
         if desired.shared && detail.assignment != sendingdomain::SHARED_ASSIGNMENT {
             detail = client.share_sending_domain(detail.id).await?;
@@ -295,7 +413,14 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
             o.dns_records = sendingdomain::dns_records(&detail);
             o.verified = Some(o.dns_records.iter().all(|r| r.verified));
             if let Some(secret) = &desired.dkim_private_key_secret_name {
-                write_secret(ctx, &mut o, plan.resources[i].namespace(), secret, "dkimPrivateKey", &detail.dkim_private_key);
+                write_secret(
+                    ctx,
+                    &mut o,
+                    plan.resources[i].namespace(),
+                    secret,
+                    "dkimPrivateKey",
+                    &detail.dkim_private_key,
+                );
             }
             o
         }

@@ -46,10 +46,13 @@ pub async fn run_plan(args: PlanArgs) -> Result<i32, CliError> {
     report_skipped(&set);
     let target = args.api.connect(args.simulate).await?;
     let plan = plan::build(&target.client, &set.resources).await?;
-    print!("{}", match args.output {
-        OutputFormat::Text => render::plan_text(&plan),
-        OutputFormat::Json => render::plan_json(&plan),
-    });
+    print!(
+        "{}",
+        match args.output {
+            OutputFormat::Text => render::plan_text(&plan),
+            OutputFormat::Json => render::plan_json(&plan),
+        }
+    );
     target.shutdown().await;
     Ok(if plan.has_errors() { 1 } else { 0 })
 }
@@ -70,10 +73,13 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
         return Ok(1);
     }
     let report = apply::run(&target.client, &plan, args.secrets_dir.as_deref()).await;
-    print!("{}", match args.plan.output {
-        OutputFormat::Text => render::apply_text(&report),
-        OutputFormat::Json => render::apply_json(&report),
-    });
+    print!(
+        "{}",
+        match args.plan.output {
+            OutputFormat::Text => render::apply_text(&report),
+            OutputFormat::Json => render::apply_json(&report),
+        }
+    );
     target.shutdown().await;
     Ok(if report.summary().error > 0 { 1 } else { 0 })
 }

@@ -2,11 +2,16 @@
 
 use serde::Serialize;
 
-use crate::api::{ApiError, Client, CreateApiKey, CreateSendingDomain, CreateSubAccount, UpdateApiKey, UpdateSubAccount};
+use crate::api::{
+    ApiError, Client, CreateApiKey, CreateSendingDomain, CreateSubAccount, UpdateApiKey,
+    UpdateSubAccount,
+};
 use crate::manifest::{Loaded, Resource};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::sendingdomain::Share;
-use crate::reconcile::{FieldChange, Found, Lookup, MatchedBy, Plan, apikey, sendingdomain, subaccount};
+use crate::reconcile::{
+    FieldChange, Found, Lookup, MatchedBy, Plan, apikey, sendingdomain, subaccount,
+};
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]
@@ -55,9 +60,19 @@ pub struct Summary {
 /// The typed plan of one resource, kept for [`crate::offline::apply`].
 #[derive(Clone, Debug)]
 pub(crate) enum Step {
-    SubAccount { desired: subaccount::Desired, plan: Plan<CreateSubAccount, UpdateSubAccount> },
-    ApiKey { desired: apikey::Desired, plan: Option<Plan<CreateApiKey, UpdateApiKey>>, scope: KeyScope },
-    SendingDomain { desired: sendingdomain::Desired, plan: Plan<CreateSendingDomain, Share> },
+    SubAccount {
+        desired: subaccount::Desired,
+        plan: Plan<CreateSubAccount, UpdateSubAccount>,
+    },
+    ApiKey {
+        desired: apikey::Desired,
+        plan: Option<Plan<CreateApiKey, UpdateApiKey>>,
+        scope: KeyScope,
+    },
+    SendingDomain {
+        desired: sendingdomain::Desired,
+        plan: Plan<CreateSendingDomain, Share>,
+    },
     Invalid,
 }
 
@@ -131,7 +146,10 @@ fn lookup_error<T>(lookup: &Lookup<'_, T>, what: &str) -> Option<String> {
         Lookup::Ambiguous(ids) => Some(format!(
             "{} {what}s match (ids {}); set the {} annotation to the id to adopt",
             ids.len(),
-            ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            ids.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             crate::crd::ANNOTATION_EXTERNAL_ID
         )),
         Lookup::ExternalIdNotFound(id) => Some(format!(
@@ -154,16 +172,28 @@ pub async fn build(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan,
     build_with(client, resources, &inventory).await
 }
 
-pub(crate) async fn build_with(client: &Client, resources: &[Loaded], inventory: &Inventory) -> Result<OfflinePlan, ApiError> {
+pub(crate) async fn build_with(
+    client: &Client,
+    resources: &[Loaded],
+    inventory: &Inventory,
+) -> Result<OfflinePlan, ApiError> {
     let mut slots: Vec<Option<(Entry, Step)>> = resources.iter().map(|_| None).collect();
     // SubAccounts first: keys refer to them.
     let mut sub_accounts: Vec<(String, String, Option<i64>, Option<String>)> = Vec::new();
     for (index, loaded) in resources.iter().enumerate() {
-        let Resource::SubAccount(r) = &loaded.resource else { continue };
+        let Resource::SubAccount(r) = &loaded.resource else {
+            continue;
+        };
         let mut e = entry(loaded);
         let step = match subaccount::desired(r) {
             Err(problems) => {
-                e.error = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+                e.error = Some(
+                    problems
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                );
                 Step::Invalid
             }
             Ok(d) => {
@@ -173,10 +203,13 @@ pub(crate) async fn build_with(client: &Client, resources: &[Loaded], inventory:
                     Step::Invalid
                 } else {
                     let found = match lookup {
-                        Lookup::Found(item, found) if subaccount::needs_detail(&d) => {
-                            Some((found, subaccount::Observed::from(&client.get_sub_account(item.id).await?)))
+                        Lookup::Found(item, found) if subaccount::needs_detail(&d) => Some((
+                            found,
+                            subaccount::Observed::from(&client.get_sub_account(item.id).await?),
+                        )),
+                        Lookup::Found(item, found) => {
+                            Some((found, subaccount::Observed::from(item)))
                         }
-                        Lookup::Found(item, found) => Some((found, subaccount::Observed::from(item))),
                         _ => None,
                     };
                     let plan = subaccount::plan(&d, found.as_ref().map(|(f, o)| (*f, o)));
@@ -204,7 +237,13 @@ pub(crate) async fn build_with(client: &Client, resources: &[Loaded], inventory:
                 let mut e = entry(loaded);
                 let step = match sendingdomain::desired(r) {
                     Err(problems) => {
-                        e.error = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+                        e.error = Some(
+                            problems
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        );
                         Step::Invalid
                     }
                     Ok(d) => {
@@ -214,10 +253,13 @@ pub(crate) async fn build_with(client: &Client, resources: &[Loaded], inventory:
                             Step::Invalid
                         } else {
                             let observed = match lookup {
-                                Lookup::Found(item, found) => Some((found, sendingdomain::Observed::from(item))),
+                                Lookup::Found(item, found) => {
+                                    Some((found, sendingdomain::Observed::from(item)))
+                                }
                                 _ => None,
                             };
-                            let plan = sendingdomain::plan(&d, observed.as_ref().map(|(f, o)| (*f, o)));
+                            let plan =
+                                sendingdomain::plan(&d, observed.as_ref().map(|(f, o)| (*f, o)));
                             fill(&mut e, &plan);
                             Step::SendingDomain { desired: d, plan }
                         }
@@ -248,7 +290,13 @@ async fn plan_key(
     let d = match apikey::desired(r) {
         Ok(d) => d,
         Err(problems) => {
-            e.error = Some(problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
+            e.error = Some(
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
             return Ok(Step::Invalid);
         }
     };
@@ -256,9 +304,14 @@ async fn plan_key(
         None => KeyScope::Company,
         Some(name) => {
             let ns = loaded.resource.namespace();
-            match sub_accounts.iter().find(|(n, m, _, _)| n == ns && m == name) {
+            match sub_accounts
+                .iter()
+                .find(|(n, m, _, _)| n == ns && m == name)
+            {
                 Some((_, _, Some(id), _)) => KeyScope::SubAccount(*id),
-                Some((_, _, None, initial)) if initial.as_deref() == Some(d.name.as_str()) => KeyScope::CreatedWith(name.clone()),
+                Some((_, _, None, initial)) if initial.as_deref() == Some(d.name.as_str()) => {
+                    KeyScope::CreatedWith(name.clone())
+                }
                 Some((_, _, None, _)) => {
                     e.error = Some(format!(
                         "SubAccount \"{name}\" is to be created and its spec.apiKey does not name a key \"{}\"; the interface creates keys inside a sub account only with the sub account",
@@ -267,7 +320,9 @@ async fn plan_key(
                     return Ok(Step::Invalid);
                 }
                 None => {
-                    e.error = Some(format!("spec.subAccountRef.name: no SubAccount \"{name}\" in namespace \"{ns}\""));
+                    e.error = Some(format!(
+                        "spec.subAccountRef.name: no SubAccount \"{name}\" in namespace \"{ns}\""
+                    ));
                     return Ok(Step::Invalid);
                 }
             }
@@ -275,8 +330,14 @@ async fn plan_key(
     };
     if let KeyScope::CreatedWith(sub) = &scope {
         e.action = "create";
-        e.notes.push(format!("created with SubAccount \"{sub}\" (its spec.apiKey)"));
-        return Ok(Step::ApiKey { desired: d, plan: None, scope });
+        e.notes.push(format!(
+            "created with SubAccount \"{sub}\" (its spec.apiKey)"
+        ));
+        return Ok(Step::ApiKey {
+            desired: d,
+            plan: None,
+            scope,
+        });
     }
     let sub_id = match scope {
         KeyScope::SubAccount(id) => Some(id),
@@ -288,14 +349,21 @@ async fn plan_key(
         return Ok(Step::Invalid);
     }
     let found: Option<(Found, apikey::Observed)> = match lookup {
-        Lookup::Found(item, found) if apikey::needs_detail(&d) => Some((found, apikey::Observed::from(&client.get_api_key(item.id).await?))),
+        Lookup::Found(item, found) if apikey::needs_detail(&d) => Some((
+            found,
+            apikey::Observed::from(&client.get_api_key(item.id).await?),
+        )),
         Lookup::Found(item, found) => Some((found, apikey::Observed::from(item))),
         _ => None,
     };
     match apikey::plan(&d, found.as_ref().map(|(f, o)| (*f, o))) {
         Ok(plan) => {
             fill(e, &plan);
-            Ok(Step::ApiKey { desired: d, plan: Some(plan), scope })
+            Ok(Step::ApiKey {
+                desired: d,
+                plan: Some(plan),
+                scope,
+            })
         }
         Err(message) => {
             e.error = Some(message);

@@ -24,8 +24,12 @@ fn head(e: &Entry) -> String {
 
 fn matched(e: &Entry) -> String {
     match (e.id, e.matched_by) {
-        (Some(id), Some(crate::reconcile::MatchedBy::NaturalKey)) => format!(" (id {id}, adopted by name)"),
-        (Some(id), Some(crate::reconcile::MatchedBy::ExternalId)) => format!(" (id {id}, adopted by external-id)"),
+        (Some(id), Some(crate::reconcile::MatchedBy::NaturalKey)) => {
+            format!(" (id {id}, adopted by name)")
+        }
+        (Some(id), Some(crate::reconcile::MatchedBy::ExternalId)) => {
+            format!(" (id {id}, adopted by external-id)")
+        }
         (Some(id), _) => format!(" (id {id})"),
         _ => String::new(),
     }
@@ -45,7 +49,10 @@ fn details(out: &mut String, e: &Entry) {
 
 /// The summary line of a plan: `Plan: X to create, Y to update, Z unchanged.`
 pub fn plan_summary_line(s: &Summary) -> String {
-    let mut line = format!("Plan: {} to create, {} to update, {} unchanged.", s.create, s.update, s.unchanged);
+    let mut line = format!(
+        "Plan: {} to create, {} to update, {} unchanged.",
+        s.create, s.update, s.unchanged
+    );
     if s.error > 0 {
         line.push_str(&format!(" {} with errors.", s.error));
     }
@@ -56,7 +63,14 @@ pub fn plan_summary_line(s: &Summary) -> String {
 pub fn plan_text(plan: &OfflinePlan) -> String {
     let mut out = String::new();
     for e in &plan.entries {
-        let _ = writeln!(out, "{}: {}{}   [{}]", head(e), e.action, matched(e), e.source);
+        let _ = writeln!(
+            out,
+            "{}: {}{}   [{}]",
+            head(e),
+            e.action,
+            matched(e),
+            e.source
+        );
         details(&mut out, e);
     }
     let _ = writeln!(out, "{}", plan_summary_line(&plan.summary()));
@@ -76,9 +90,21 @@ pub fn apply_text(report: &ApplyReport) -> String {
         let _ = writeln!(out, "{}: {}{}", head(&o.entry), o.result, matched(&o.entry));
         details(&mut out, &o.entry);
         if let Some(verified) = o.verified {
-            let _ = writeln!(out, "    DNS records to publish (all verified: {}):", yes_no(verified));
+            let _ = writeln!(
+                out,
+                "    DNS records to publish (all verified: {}):",
+                yes_no(verified)
+            );
             for r in &o.dns_records {
-                let _ = writeln!(out, "      {:<8} {:<5} {}  {:?}  verified: {}", r.purpose, r.type_, r.hostname, r.value, yes_no(r.verified));
+                let _ = writeln!(
+                    out,
+                    "      {:<8} {:<5} {}  {:?}  verified: {}",
+                    r.purpose,
+                    r.type_,
+                    r.hostname,
+                    r.value,
+                    yes_no(r.verified)
+                );
             }
         }
         for f in &o.secret_files {
@@ -86,8 +112,20 @@ pub fn apply_text(report: &ApplyReport) -> String {
         }
     }
     let s = report.summary();
-    let _ = write!(out, "Apply: {} created, {} updated, {} unchanged", s.create, s.update, s.unchanged);
-    let _ = writeln!(out, "{}", if s.error > 0 { format!(", {} failed or skipped.", s.error) } else { ".".into() });
+    let _ = write!(
+        out,
+        "Apply: {} created, {} updated, {} unchanged",
+        s.create, s.update, s.unchanged
+    );
+    let _ = writeln!(
+        out,
+        "{}",
+        if s.error > 0 {
+            format!(", {} failed or skipped.", s.error)
+        } else {
+            ".".into()
+        }
+    );
     out
 }
 

@@ -11,7 +11,13 @@ use secrecy::{ExposeSecret, SecretString};
 /// Writes `value` to `DIR/<namespace>/<secret_name>/<key>`, replacing an older file.
 ///
 /// Errors: I/O errors, with the path (never the value) in the message.
-pub fn write(dir: &Path, namespace: &str, secret_name: &str, key: &str, value: &SecretString) -> Result<PathBuf, String> {
+pub fn write(
+    dir: &Path,
+    namespace: &str,
+    secret_name: &str,
+    key: &str,
+    value: &SecretString,
+) -> Result<PathBuf, String> {
     let folder = dir.join(namespace).join(secret_name);
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -40,9 +46,19 @@ mod tests {
     #[test]
     fn files_are_private() {
         let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "default", "ci-key", "apiKey", &SecretString::from("v")).unwrap();
+        let path = write(
+            dir.path(),
+            "default",
+            "ci-key",
+            "apiKey",
+            &SecretString::from("v"),
+        )
+        .unwrap();
         assert_eq!(path, dir.path().join("default/ci-key/apiKey"));
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "v");
     }
 }

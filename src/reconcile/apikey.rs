@@ -78,14 +78,20 @@ impl From<&ApiKeyDetail> for Observed {
 /// Parses the interface's comma separated `allowedIp` into sorted addresses, skipping blanks and
 /// entries that are not addresses (they cannot match the spec, which only holds addresses).
 pub fn parse_allowed_ip(raw: &str) -> Vec<IpAddr> {
-    let mut ips: Vec<IpAddr> = raw.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+    let mut ips: Vec<IpAddr> = raw
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
     ips.sort_unstable();
     ips.dedup();
     ips
 }
 
 fn join_ips(ips: &[IpAddr]) -> String {
-    ips.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+    ips.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Validates the spec. Errors: every problem, each naming its field.
@@ -96,7 +102,12 @@ pub fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
     }
     let mut permission_ids = r.spec.permission_ids.clone();
     permission_ids.sort_unstable();
-    let mut allowed_ips: Vec<IpAddr> = r.spec.allowed_ips.iter().filter_map(|s| s.parse().ok()).collect();
+    let mut allowed_ips: Vec<IpAddr> = r
+        .spec
+        .allowed_ips
+        .iter()
+        .filter_map(|s| s.parse().ok())
+        .collect();
     allowed_ips.sort_unstable();
     Ok(Desired {
         name: r.service_name(),
@@ -105,15 +116,28 @@ pub fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
         allowed_ips,
         secret_name: r.spec.secret_name.clone(),
         sub_account_ref: r.spec.sub_account_ref.as_ref().map(|s| s.name.clone()),
-        external_id: validate::external_id(r.metadata.annotations.as_ref()).ok().flatten(),
+        external_id: validate::external_id(r.metadata.annotations.as_ref())
+            .ok()
+            .flatten(),
     })
 }
 
 /// Finds the key among `items`: external id, status id, then the name within the scope:
 /// the referenced sub account's keys (`sub_account_id` Some), or company keys (subAccountId 0).
-pub fn lookup<'a>(d: &Desired, status_id: Option<i64>, sub_account_id: Option<i64>, items: &'a [ApiKeyListItem]) -> Lookup<'a, ApiKeyListItem> {
+pub fn lookup<'a>(
+    d: &Desired,
+    status_id: Option<i64>,
+    sub_account_id: Option<i64>,
+    items: &'a [ApiKeyListItem],
+) -> Lookup<'a, ApiKeyListItem> {
     let scope = sub_account_id.unwrap_or(0);
-    lookup::find(items, |i| i.id, d.external_id, status_id, |i| i.name == d.name && i.sub_account_id == scope)
+    lookup::find(
+        items,
+        |i| i.id,
+        d.external_id,
+        status_id,
+        |i| i.name == d.name && i.sub_account_id == scope,
+    )
 }
 
 /// True when comparing needs the detail (`GET /api-key/{id}`): the list item lacks
@@ -126,7 +150,10 @@ pub fn needs_detail(d: &Desired) -> bool {
 ///
 /// Errors: a message for people when the key is missing but cannot be created: the interface
 /// creates keys only at company level (`POST /api-key` takes no sub account).
-pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Plan<CreateApiKey, UpdateApiKey>, String> {
+pub fn plan(
+    d: &Desired,
+    found: Option<(Found, &Observed)>,
+) -> Result<Plan<CreateApiKey, UpdateApiKey>, String> {
     let Some((found, observed)) = found else {
         if let Some(sub) = &d.sub_account_ref {
             return Err(format!(
@@ -135,7 +162,11 @@ pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Plan<Creat
                 crate::crd::ANNOTATION_EXTERNAL_ID
             ));
         }
-        return Ok(Plan { found: None, action: Action::Create(create_request(d)), notes: Vec::new() });
+        return Ok(Plan {
+            found: None,
+            action: Action::Create(create_request(d)),
+            notes: Vec::new(),
+        });
     };
     let mut changes = Vec::new();
     let mut request = UpdateApiKey::default();
@@ -146,28 +177,48 @@ pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Plan<Creat
     if let Some(want) = &d.permission_type
         && &observed.permission_type != want
     {
-        changes.push(FieldChange::new("spec.permissionType", &observed.permission_type, want));
+        changes.push(FieldChange::new(
+            "spec.permissionType",
+            &observed.permission_type,
+            want,
+        ));
         request.permission_type = Some(want.clone());
     }
     if !d.permission_ids.is_empty()
         && let Some(have) = &observed.permission_ids
         && have != &d.permission_ids
     {
-        changes.push(FieldChange::new("spec.permissionIds", format!("{have:?}"), format!("{:?}", d.permission_ids)));
+        changes.push(FieldChange::new(
+            "spec.permissionIds",
+            format!("{have:?}"),
+            format!("{:?}", d.permission_ids),
+        ));
         request.permission_ids = Some(d.permission_ids.clone());
     }
     if let Some(have) = &observed.allowed_ips
         && have != &d.allowed_ips
     {
-        changes.push(FieldChange::new("spec.allowedIps", join_ips(have), join_ips(&d.allowed_ips)));
+        changes.push(FieldChange::new(
+            "spec.allowedIps",
+            join_ips(have),
+            join_ips(&d.allowed_ips),
+        ));
         request.allowed_ip = Some(join_ips(&d.allowed_ips));
     }
     let action = if changes.is_empty() {
         Action::Unchanged { id: observed.id }
     } else {
-        Action::Update { id: observed.id, changes, request }
+        Action::Update {
+            id: observed.id,
+            changes,
+            request,
+        }
     };
-    Ok(Plan { found: Some(found), action, notes: Vec::new() })
+    Ok(Plan {
+        found: Some(found),
+        action,
+        notes: Vec::new(),
+    })
 }
 
 /// The body of `POST /api-key` for `d`. The interface's create body has no `permissionType`;
@@ -188,8 +239,18 @@ pub fn status_from_detail(d: &ApiKeyDetail) -> ApiKeyStatus {
         sub_account_id: Some(d.sub_account_id),
         sub_account_name: Some(d.sub_account_name.clone()),
         permission_type: Some(d.permission_type.clone()),
-        permissions: d.permissions.iter().map(|p| NamedId { id: p.id, name: p.name.clone() }).collect(),
-        allowed_ips: parse_allowed_ip(&d.allowed_ip).iter().map(ToString::to_string).collect(),
+        permissions: d
+            .permissions
+            .iter()
+            .map(|p| NamedId {
+                id: p.id,
+                name: p.name.clone(),
+            })
+            .collect(),
+        allowed_ips: parse_allowed_ip(&d.allowed_ip)
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         created_at: Some(d.created_at),
         ..Default::default()
     }
@@ -223,12 +284,18 @@ mod tests {
         }
     }
 
-    const FOUND: Found = Found { id: 3, matched_by: MatchedBy::StatusId };
+    const FOUND: Found = Found {
+        id: 3,
+        matched_by: MatchedBy::StatusId,
+    };
 
     /// Order and spacing of allowedIp do not count as a difference.
     #[test]
     fn equal_sets_are_unchanged() {
-        assert_eq!(plan(&desired(), Some((FOUND, &observed()))).unwrap().action, Action::Unchanged { id: 3 });
+        assert_eq!(
+            plan(&desired(), Some((FOUND, &observed()))).unwrap().action,
+            Action::Unchanged { id: 3 }
+        );
     }
 
     /// A permission change becomes one update with only permissionIds.
@@ -237,7 +304,9 @@ mod tests {
         let mut o = observed();
         o.permission_ids = Some(vec![1]);
         let p = plan(&desired(), Some((FOUND, &o))).unwrap();
-        let Action::Update { request, .. } = p.action else { panic!("expected update") };
+        let Action::Update { request, .. } = p.action else {
+            panic!("expected update")
+        };
         assert_eq!(request.permission_ids, Some(vec![1, 2]));
         assert_eq!(request.allowed_ip, None);
         assert_eq!(request.name, None);
@@ -248,6 +317,38 @@ mod tests {
     fn sub_account_key_is_not_created() {
         let mut d = desired();
         d.sub_account_ref = Some("team-a".into());
-        assert!(plan(&d, None).unwrap_err().contains("cannot create keys inside a sub account"));
+        assert!(
+            plan(&d, None)
+                .unwrap_err()
+                .contains("cannot create keys inside a sub account")
+        );
+    }
+}
+
+/// The list item the service would now list for `d` (to update a cached list after a write).
+pub fn list_item_from_detail(d: &ApiKeyDetail) -> ApiKeyListItem {
+    ApiKeyListItem {
+        id: d.id,
+        key: d.key.clone(),
+        name: d.name.clone(),
+        permission_type: d.permission_type.clone(),
+        sub_account_id: d.sub_account_id,
+        sub_account_name: d.sub_account_name.clone(),
+        created_at: d.created_at,
+    }
+}
+
+/// Status fields mirrored from a list item, keeping the fields a list item lacks from `old`.
+pub fn status_from_list_item(i: &ApiKeyListItem, old: &ApiKeyStatus) -> ApiKeyStatus {
+    ApiKeyStatus {
+        id: Some(i.id),
+        name: Some(i.name.clone()),
+        sub_account_id: Some(i.sub_account_id),
+        sub_account_name: Some(i.sub_account_name.clone()),
+        permission_type: Some(i.permission_type.clone()),
+        created_at: Some(i.created_at),
+        permissions: old.permissions.clone(),
+        allowed_ips: old.allowed_ips.clone(),
+        ..Default::default()
     }
 }

@@ -3,8 +3,8 @@
 //! instead of one GET per object (the interface's lists carry `count`; pages of 100).
 
 use crate::api::{
-    ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery, ListSubAccountsQuery,
-    SendingDomainListItem, SubAccountListItem,
+    ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery,
+    ListSubAccountsQuery, SendingDomainListItem, SubAccountListItem,
 };
 
 /// Every object of the account, as list items.
@@ -33,7 +33,11 @@ impl Inventory {
             client.list_all_api_keys(&keys),
             client.list_all_sending_domains(&domains),
         )?;
-        Ok(Inventory { sub_accounts, api_keys, sending_domains })
+        Ok(Inventory {
+            sub_accounts,
+            api_keys,
+            sending_domains,
+        })
     }
 
     /// The sub account with id `id`.

@@ -51,19 +51,37 @@ pub fn find<'a, T>(
 ) -> Lookup<'a, T> {
     if let Some(want) = external_id {
         return match items.iter().find(|i| id_of(i) == want) {
-            Some(item) => Lookup::Found(item, Found { id: want, matched_by: MatchedBy::ExternalId }),
+            Some(item) => Lookup::Found(
+                item,
+                Found {
+                    id: want,
+                    matched_by: MatchedBy::ExternalId,
+                },
+            ),
             None => Lookup::ExternalIdNotFound(want),
         };
     }
     if let Some(want) = status_id
         && let Some(item) = items.iter().find(|i| id_of(i) == want)
     {
-        return Lookup::Found(item, Found { id: want, matched_by: MatchedBy::StatusId });
+        return Lookup::Found(
+            item,
+            Found {
+                id: want,
+                matched_by: MatchedBy::StatusId,
+            },
+        );
     }
     let matches: Vec<&T> = items.iter().filter(|i| natural(i)).collect();
     match matches.as_slice() {
         [] => Lookup::Missing,
-        [one] => Lookup::Found(one, Found { id: id_of(one), matched_by: MatchedBy::NaturalKey }),
+        [one] => Lookup::Found(
+            one,
+            Found {
+                id: id_of(one),
+                matched_by: MatchedBy::NaturalKey,
+            },
+        ),
         many => Lookup::Ambiguous(many.iter().map(|i| id_of(i)).collect()),
     }
 }
@@ -82,10 +100,37 @@ mod tests {
     /// The lookup order is external id, status id, natural key; ambiguity adopts nothing.
     #[test]
     fn lookup_table() {
-        assert!(matches!(run(Some(2), Some(1), "a"), Lookup::Found(_, Found { id: 2, matched_by: MatchedBy::ExternalId })));
+        assert!(matches!(
+            run(Some(2), Some(1), "a"),
+            Lookup::Found(
+                _,
+                Found {
+                    id: 2,
+                    matched_by: MatchedBy::ExternalId
+                }
+            )
+        ));
         assert_eq!(run(Some(9), None, "a"), Lookup::ExternalIdNotFound(9));
-        assert!(matches!(run(None, Some(1), "b"), Lookup::Found(_, Found { id: 1, matched_by: MatchedBy::StatusId })));
-        assert!(matches!(run(None, Some(9), "a"), Lookup::Found(_, Found { id: 1, matched_by: MatchedBy::NaturalKey })));
+        assert!(matches!(
+            run(None, Some(1), "b"),
+            Lookup::Found(
+                _,
+                Found {
+                    id: 1,
+                    matched_by: MatchedBy::StatusId
+                }
+            )
+        ));
+        assert!(matches!(
+            run(None, Some(9), "a"),
+            Lookup::Found(
+                _,
+                Found {
+                    id: 1,
+                    matched_by: MatchedBy::NaturalKey
+                }
+            )
+        ));
         assert_eq!(run(None, None, "b"), Lookup::Ambiguous(vec![2, 3]));
         assert_eq!(run(None, Some(9), "z"), Lookup::Missing);
     }

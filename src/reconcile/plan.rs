@@ -18,7 +18,11 @@ pub struct FieldChange {
 impl FieldChange {
     /// A change of `field` from `from` to `to`, rendered with `Debug` quoting for strings.
     pub fn new(field: &'static str, from: impl Into<String>, to: impl Into<String>) -> Self {
-        FieldChange { field, from: from.into(), to: to.into() }
+        FieldChange {
+            field,
+            from: from.into(),
+            to: to.into(),
+        }
     }
 }
 

@@ -51,7 +51,12 @@ pub struct Observed {
 
 impl From<&SendingDomainListItem> for Observed {
     fn from(i: &SendingDomainListItem) -> Self {
-        Observed { id: i.id, domain: i.domain.clone(), assignment: i.assignment.clone(), verified: i.status == "verified" }
+        Observed {
+            id: i.id,
+            domain: i.domain.clone(),
+            assignment: i.assignment.clone(),
+            verified: i.status == "verified",
+        }
     }
 }
 
@@ -78,22 +83,42 @@ pub fn desired(r: &SendingDomain) -> Result<Desired, Vec<Problem>> {
         note: r.spec.note.clone(),
         shared: r.spec.shared,
         dkim_private_key_secret_name: r.spec.dkim_private_key_secret_name.clone(),
-        external_id: validate::external_id(r.metadata.annotations.as_ref()).ok().flatten(),
+        external_id: validate::external_id(r.metadata.annotations.as_ref())
+            .ok()
+            .flatten(),
     })
 }
 
 /// Finds the domain among `items`: external id, status id, then the domain name
 /// (compared without case).
-pub fn lookup<'a>(d: &Desired, status_id: Option<i64>, items: &'a [SendingDomainListItem]) -> Lookup<'a, SendingDomainListItem> {
-    lookup::find(items, |i| i.id, d.external_id, status_id, |i| i.domain.eq_ignore_ascii_case(&d.domain))
+pub fn lookup<'a>(
+    d: &Desired,
+    status_id: Option<i64>,
+    items: &'a [SendingDomainListItem],
+) -> Lookup<'a, SendingDomainListItem> {
+    lookup::find(
+        items,
+        |i| i.id,
+        d.external_id,
+        status_id,
+        |i| i.domain.eq_ignore_ascii_case(&d.domain),
+    )
 }
 
 /// The plan for `d` given the matched domain, if any. The only possible update is sharing;
 /// other differences are returned as notes, since the interface cannot change them.
 pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Plan<CreateSendingDomain, Share> {
     let Some((found, observed)) = found else {
-        let create = CreateSendingDomain { domain: d.domain.clone(), assignment: d.assignment.clone(), note: d.note.clone() };
-        return Plan { found: None, action: Action::Create(create), notes: Vec::new() };
+        let create = CreateSendingDomain {
+            domain: d.domain.clone(),
+            assignment: d.assignment.clone(),
+            note: d.note.clone(),
+        };
+        return Plan {
+            found: None,
+            action: Action::Create(create),
+            notes: Vec::new(),
+        };
     };
     let mut notes = Vec::new();
     if !observed.domain.eq_ignore_ascii_case(&d.domain) {
@@ -114,7 +139,10 @@ pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Plan<CreateSendin
         ));
     }
     if !d.shared && is_shared {
-        notes.push("spec.shared is false but the domain is shared; the interface has no way to unshare it".into());
+        notes.push(
+            "spec.shared is false but the domain is shared; the interface has no way to unshare it"
+                .into(),
+        );
     }
     let action = if d.shared && !is_shared {
         Action::Update {
@@ -125,15 +153,37 @@ pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Plan<CreateSendin
     } else {
         Action::Unchanged { id: observed.id }
     };
-    Plan { found: Some(found), action, notes }
+    Plan {
+        found: Some(found),
+        action,
+        notes,
+    }
 }
 
 /// The three DNS records of a domain detail, in the order SPF, DKIM, tracking CNAME.
 pub fn dns_records(d: &SendingDomainDetail) -> Vec<DnsRecord> {
     vec![
-        DnsRecord { purpose: "spf".into(), type_: "TXT".into(), hostname: d.spf_hostname.clone(), value: d.spf_value.clone(), verified: d.spf_verified },
-        DnsRecord { purpose: "dkim".into(), type_: "TXT".into(), hostname: d.dkim_hostname.clone(), value: d.dkim_value.clone(), verified: d.dkim_verified },
-        DnsRecord { purpose: "tracking".into(), type_: "CNAME".into(), hostname: d.cname_hostname.clone(), value: d.cname_value.clone(), verified: d.cname_verified },
+        DnsRecord {
+            purpose: "spf".into(),
+            type_: "TXT".into(),
+            hostname: d.spf_hostname.clone(),
+            value: d.spf_value.clone(),
+            verified: d.spf_verified,
+        },
+        DnsRecord {
+            purpose: "dkim".into(),
+            type_: "TXT".into(),
+            hostname: d.dkim_hostname.clone(),
+            value: d.dkim_value.clone(),
+            verified: d.dkim_verified,
+        },
+        DnsRecord {
+            purpose: "tracking".into(),
+            type_: "CNAME".into(),
+            hostname: d.cname_hostname.clone(),
+            value: d.cname_value.clone(),
+            verified: d.cname_verified,
+        },
     ]
 }
 
@@ -143,9 +193,21 @@ pub fn unverified_message(records: &[DnsRecord]) -> Option<String> {
     let missing: Vec<String> = records
         .iter()
         .filter(|r| !r.verified)
-        .map(|r| format!("{} {} at {}", r.purpose.to_uppercase().replace("TRACKING", "tracking"), r.type_, r.hostname))
+        .map(|r| {
+            format!(
+                "{} {} at {}",
+                r.purpose.to_uppercase().replace("TRACKING", "tracking"),
+                r.type_,
+                r.hostname
+            )
+        })
         .collect();
-    (!missing.is_empty()).then(|| format!("waiting for DNS: {} (publish the records in status.dnsRecords)", missing.join(", ")))
+    (!missing.is_empty()).then(|| {
+        format!(
+            "waiting for DNS: {} (publish the records in status.dnsRecords)",
+            missing.join(", ")
+        )
+    })
 }
 
 /// Status fields mirrored from the detail (never the DKIM private key).
@@ -161,7 +223,8 @@ pub fn status_from_detail(d: &SendingDomainDetail) -> SendingDomainStatus {
         dns_records: records,
         dkim_selector: Some(d.dkim_selector.clone()),
         dkim_public_key: Some(d.dkim_public_key.clone()),
-        tracking_domain: (!d.tracking_domain_name.is_empty()).then(|| d.tracking_domain_name.clone()),
+        tracking_domain: (!d.tracking_domain_name.is_empty())
+            .then(|| d.tracking_domain_name.clone()),
         ..Default::default()
     }
 }
@@ -170,7 +233,9 @@ pub fn status_from_detail(d: &SendingDomainDetail) -> SendingDomainStatus {
 /// capped at `max`. A domain is checked within seconds of creation, then less and less often.
 pub fn verify_backoff(attempts: u32, max: Duration) -> Duration {
     let base = Duration::from_secs(5);
-    base.checked_mul(1u32 << attempts.min(20)).unwrap_or(max).min(max)
+    base.checked_mul(1u32 << attempts.min(20))
+        .unwrap_or(max)
+        .min(max)
 }
 
 #[cfg(test)]
@@ -179,18 +244,39 @@ mod tests {
     use crate::reconcile::MatchedBy;
 
     fn desired(shared: bool) -> Desired {
-        Desired { domain: "example.com".into(), assignment: None, note: None, shared, dkim_private_key_secret_name: None, external_id: None }
+        Desired {
+            domain: "example.com".into(),
+            assignment: None,
+            note: None,
+            shared,
+            dkim_private_key_secret_name: None,
+            external_id: None,
+        }
     }
 
-    const FOUND: Found = Found { id: 4, matched_by: MatchedBy::NaturalKey };
+    const FOUND: Found = Found {
+        id: 4,
+        matched_by: MatchedBy::NaturalKey,
+    };
 
     /// Sharing is the one update; an already shared domain is left alone.
     #[test]
     fn share_once() {
-        let mut o = Observed { id: 4, domain: "example.com".into(), assignment: "company".into(), verified: false };
-        assert!(matches!(plan(&desired(true), Some((FOUND, &o))).action, Action::Update { request: Share, .. }));
+        let mut o = Observed {
+            id: 4,
+            domain: "example.com".into(),
+            assignment: "company".into(),
+            verified: false,
+        };
+        assert!(matches!(
+            plan(&desired(true), Some((FOUND, &o))).action,
+            Action::Update { request: Share, .. }
+        ));
         o.assignment = SHARED_ASSIGNMENT.into();
-        assert_eq!(plan(&desired(true), Some((FOUND, &o))).action, Action::Unchanged { id: 4 });
+        assert_eq!(
+            plan(&desired(true), Some((FOUND, &o))).action,
+            Action::Unchanged { id: 4 }
+        );
     }
 
     /// A difference the interface cannot fix is reported, not written.
@@ -198,7 +284,12 @@ mod tests {
     fn immutable_difference_is_a_note() {
         let mut d = desired(false);
         d.assignment = Some("dedicated".into());
-        let o = Observed { id: 4, domain: "example.com".into(), assignment: "company".into(), verified: true };
+        let o = Observed {
+            id: 4,
+            domain: "example.com".into(),
+            assignment: "company".into(),
+            verified: true,
+        };
         let p = plan(&d, Some((FOUND, &o)));
         assert!(!p.writes());
         assert_eq!(p.notes.len(), 1);
@@ -212,5 +303,29 @@ mod tests {
         assert_eq!(verify_backoff(1, max), Duration::from_secs(10));
         assert_eq!(verify_backoff(10, max), max);
         assert_eq!(verify_backoff(u32::MAX, max), max);
+    }
+}
+
+/// The list item the service would now list for `d` (to update a cached list after a write):
+/// `status` is `verified` when all three flags are true, else the detail's first status.
+pub fn list_item_from_detail(d: &SendingDomainDetail) -> SendingDomainListItem {
+    let verified = d.spf_verified && d.dkim_verified && d.cname_verified;
+    SendingDomainListItem {
+        id: d.id,
+        domain: d.domain.clone(),
+        assignment: d.assignment.clone(),
+        created_at: d.created_at,
+        status: if verified {
+            "verified".into()
+        } else {
+            d.status
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "pending".into())
+        },
+        sub_account_id: d.sub_account_id,
+        sub_account_name: d.sub_account_name.clone(),
+        types: d.types.clone(),
+        ..Default::default()
     }
 }

@@ -43,13 +43,23 @@ pub struct Observed {
 
 impl From<&SubAccountListItem> for Observed {
     fn from(i: &SubAccountListItem) -> Self {
-        Observed { id: i.id, name: i.name.clone(), status: i.status.clone(), ip_pool_id: None }
+        Observed {
+            id: i.id,
+            name: i.name.clone(),
+            status: i.status.clone(),
+            ip_pool_id: None,
+        }
     }
 }
 
 impl From<&SubAccountDetail> for Observed {
     fn from(d: &SubAccountDetail) -> Self {
-        Observed { id: d.id, name: d.sub_account_name.clone(), status: d.status.clone(), ip_pool_id: Some(d.ip_pool_id) }
+        Observed {
+            id: d.id,
+            name: d.sub_account_name.clone(),
+            status: d.status.clone(),
+            ip_pool_id: Some(d.ip_pool_id),
+        }
     }
 }
 
@@ -64,13 +74,25 @@ pub fn desired(r: &SubAccount) -> Result<Desired, Vec<Problem>> {
         status: r.spec.status.clone(),
         ip_pool_id: r.spec.ip_pool_id,
         initial_key: r.spec.api_key.clone(),
-        external_id: validate::external_id(r.metadata.annotations.as_ref()).ok().flatten(),
+        external_id: validate::external_id(r.metadata.annotations.as_ref())
+            .ok()
+            .flatten(),
     })
 }
 
 /// Finds the sub account among `items` (external id, status id, then name).
-pub fn lookup<'a>(d: &Desired, status_id: Option<i64>, items: &'a [SubAccountListItem]) -> Lookup<'a, SubAccountListItem> {
-    lookup::find(items, |i| i.id, d.external_id, status_id, |i| i.name == d.name)
+pub fn lookup<'a>(
+    d: &Desired,
+    status_id: Option<i64>,
+    items: &'a [SubAccountListItem],
+) -> Lookup<'a, SubAccountListItem> {
+    lookup::find(
+        items,
+        |i| i.id,
+        d.external_id,
+        status_id,
+        |i| i.name == d.name,
+    )
 }
 
 /// True when comparing needs the detail (`GET /sub-account/{id}`): the list item lacks `ipPoolId`.
@@ -79,9 +101,16 @@ pub fn needs_detail(d: &Desired) -> bool {
 }
 
 /// The plan for `d` given the matched sub account, if any.
-pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Plan<CreateSubAccount, UpdateSubAccount> {
+pub fn plan(
+    d: &Desired,
+    found: Option<(Found, &Observed)>,
+) -> Plan<CreateSubAccount, UpdateSubAccount> {
     let Some((found, observed)) = found else {
-        return Plan { found: None, action: Action::Create(create_request(d)), notes: Vec::new() };
+        return Plan {
+            found: None,
+            action: Action::Create(create_request(d)),
+            notes: Vec::new(),
+        };
     };
     let mut changes = Vec::new();
     let mut request = UpdateSubAccount::default();
@@ -98,15 +127,27 @@ pub fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Plan<CreateSubAcc
     if let (Some(want), Some(have)) = (d.ip_pool_id, observed.ip_pool_id)
         && want != have
     {
-        changes.push(FieldChange::new("spec.ipPoolId", have.to_string(), want.to_string()));
+        changes.push(FieldChange::new(
+            "spec.ipPoolId",
+            have.to_string(),
+            want.to_string(),
+        ));
         request.ip_pool_id = Some(want);
     }
     let action = if changes.is_empty() {
         Action::Unchanged { id: observed.id }
     } else {
-        Action::Update { id: observed.id, changes, request }
+        Action::Update {
+            id: observed.id,
+            changes,
+            request,
+        }
     };
-    Plan { found: Some(found), action, notes: Vec::new() }
+    Plan {
+        found: Some(found),
+        action,
+        notes: Vec::new(),
+    }
 }
 
 /// The body of `POST /sub-account` for `d`, including the first key when asked.
@@ -130,17 +171,26 @@ pub fn create_request(d: &Desired) -> CreateSubAccount {
 /// The body of `PUT /sub-account/{id}` for `deletionPolicy: Deactivate`.
 pub fn deactivate_request(r: &SubAccount) -> UpdateSubAccount {
     UpdateSubAccount {
-        status: Some(r.spec.deactivated_status.clone().unwrap_or_else(|| DEFAULT_DEACTIVATED_STATUS.into())),
+        status: Some(
+            r.spec
+                .deactivated_status
+                .clone()
+                .unwrap_or_else(|| DEFAULT_DEACTIVATED_STATUS.into()),
+        ),
         ..Default::default()
     }
 }
 
 /// The name of the first key in the service: `spec.apiKey.name`, else the sub account name.
 pub fn initial_key_name(d: &Desired) -> Option<String> {
-    d.initial_key.as_ref().map(|k| k.name.clone().unwrap_or_else(|| d.name.clone()))
+    d.initial_key
+        .as_ref()
+        .map(|k| k.name.clone().unwrap_or_else(|| d.name.clone()))
 }
 
 /// Status fields mirrored from the detail (conditions and observedGeneration are left empty).
+///
+/// `status.apiKeys` lists ids and names only.
 pub fn status_from_detail(d: &SubAccountDetail) -> SubAccountStatus {
     SubAccountStatus {
         id: Some(d.id),
@@ -149,8 +199,22 @@ pub fn status_from_detail(d: &SubAccountDetail) -> SubAccountStatus {
         ip_pool_id: Some(d.ip_pool_id),
         ip_pool_name: Some(d.ip_pool_name.clone()),
         created_at: Some(d.created_at),
-        api_keys: d.api_keys.iter().map(|k| NamedId { id: k.id, name: k.name.clone() }).collect(),
-        domains: d.domains.iter().map(|x| NamedId { id: x.id, name: x.domain.clone() }).collect(),
+        api_keys: d
+            .api_keys
+            .iter()
+            .map(|k| NamedId {
+                id: k.id,
+                name: k.name.clone(),
+            })
+            .collect(),
+        domains: d
+            .domains
+            .iter()
+            .map(|x| NamedId {
+                id: x.id,
+                name: x.domain.clone(),
+            })
+            .collect(),
         ..Default::default()
     }
 }
@@ -161,22 +225,49 @@ mod tests {
     use crate::reconcile::MatchedBy;
 
     fn desired_named(name: &str) -> Desired {
-        Desired { name: name.into(), status: Some("active".into()), ip_pool_id: Some(2), initial_key: None, external_id: None }
+        Desired {
+            name: name.into(),
+            status: Some("active".into()),
+            ip_pool_id: Some(2),
+            initial_key: None,
+            external_id: None,
+        }
     }
 
     fn found(id: i64) -> Found {
-        Found { id, matched_by: MatchedBy::StatusId }
+        Found {
+            id,
+            matched_by: MatchedBy::StatusId,
+        }
     }
 
     /// Only fields that differ and are known go into the update body.
     #[test]
     fn update_carries_only_changed_fields() {
         let d = desired_named("team-a");
-        let observed = Observed { id: 7, name: "team-a".into(), status: "inactive".into(), ip_pool_id: Some(2) };
+        let observed = Observed {
+            id: 7,
+            name: "team-a".into(),
+            status: "inactive".into(),
+            ip_pool_id: Some(2),
+        };
         let p = plan(&d, Some((found(7), &observed)));
-        let Action::Update { id, request, changes } = p.action else { panic!("expected update") };
+        let Action::Update {
+            id,
+            request,
+            changes,
+        } = p.action
+        else {
+            panic!("expected update")
+        };
         assert_eq!(id, 7);
-        assert_eq!(request, UpdateSubAccount { status: Some("active".into()), ..Default::default() });
+        assert_eq!(
+            request,
+            UpdateSubAccount {
+                status: Some("active".into()),
+                ..Default::default()
+            }
+        );
         assert_eq!(changes.len(), 1);
     }
 
@@ -184,18 +275,57 @@ mod tests {
     #[test]
     fn unknown_fields_are_not_changed() {
         let d = desired_named("team-a");
-        let observed = Observed { id: 7, name: "team-a".into(), status: "active".into(), ip_pool_id: None };
-        assert_eq!(plan(&d, Some((found(7), &observed))).action, Action::Unchanged { id: 7 });
+        let observed = Observed {
+            id: 7,
+            name: "team-a".into(),
+            status: "active".into(),
+            ip_pool_id: None,
+        };
+        assert_eq!(
+            plan(&d, Some((found(7), &observed))).action,
+            Action::Unchanged { id: 7 }
+        );
     }
 
     /// A missing sub account is created with its first key.
     #[test]
     fn create_includes_first_key() {
         let mut d = desired_named("team-a");
-        d.initial_key = Some(InitialApiKey { allowed_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()], secret_name: "s".into(), ..Default::default() });
-        let Action::Create(req) = plan(&d, None).action else { panic!("expected create") };
+        d.initial_key = Some(InitialApiKey {
+            allowed_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            secret_name: "s".into(),
+            ..Default::default()
+        });
+        let Action::Create(req) = plan(&d, None).action else {
+            panic!("expected create")
+        };
         assert_eq!(req.create_api_key, Some(true));
         assert_eq!(req.api_key_name.as_deref(), Some("team-a"));
         assert_eq!(req.allowed_ips.as_deref(), Some("10.0.0.1,10.0.0.2"));
+    }
+}
+
+/// The list item the service would now list for `d` (to update a cached list after a write).
+pub fn list_item_from_detail(d: &SubAccountDetail) -> SubAccountListItem {
+    SubAccountListItem {
+        id: d.id,
+        name: d.sub_account_name.clone(),
+        status: d.status.clone(),
+        created_at: d.created_at,
+    }
+}
+
+/// Status fields mirrored from a list item, keeping the fields a list item lacks from `old`.
+pub fn status_from_list_item(i: &SubAccountListItem, old: &SubAccountStatus) -> SubAccountStatus {
+    SubAccountStatus {
+        id: Some(i.id),
+        name: Some(i.name.clone()),
+        status: Some(i.status.clone()),
+        created_at: Some(i.created_at),
+        ip_pool_id: old.ip_pool_id,
+        ip_pool_name: old.ip_pool_name.clone(),
+        api_keys: old.api_keys.clone(),
+        domains: old.domains.clone(),
+        ..Default::default()
     }
 }

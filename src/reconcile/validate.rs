@@ -17,7 +17,10 @@ pub struct Problem {
 
 impl Problem {
     fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Problem { field: field.into(), message: message.into() }
+        Problem {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -43,8 +46,21 @@ pub fn natural_key(resource: &Resource) -> (&'static str, String) {
     match resource {
         Resource::SubAccount(r) => ("spec.name", r.service_name()),
         Resource::ApiKey(r) => {
-            let scope = r.spec.sub_account_ref.as_ref().map(|s| s.name.as_str()).unwrap_or("");
-            ("spec.name", format!("{}{}{}", scope, if scope.is_empty() { "" } else { "/" }, r.service_name()))
+            let scope = r
+                .spec
+                .sub_account_ref
+                .as_ref()
+                .map(|s| s.name.as_str())
+                .unwrap_or("");
+            (
+                "spec.name",
+                format!(
+                    "{}{}{}",
+                    scope,
+                    if scope.is_empty() { "" } else { "/" },
+                    r.service_name()
+                ),
+            )
         }
         Resource::SendingDomain(r) => ("spec.domain", r.spec.domain.clone()),
     }
@@ -53,13 +69,19 @@ pub fn natural_key(resource: &Resource) -> (&'static str, String) {
 /// The id in the `mailtarget.co/external-id` annotation, if any.
 ///
 /// Errors: a problem when the annotation is not a positive integer.
-pub fn external_id(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Result<Option<i64>, Problem> {
-    let Some(raw) = annotations.and_then(|a| a.get(ANNOTATION_EXTERNAL_ID)) else { return Ok(None) };
+pub fn external_id(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Result<Option<i64>, Problem> {
+    let Some(raw) = annotations.and_then(|a| a.get(ANNOTATION_EXTERNAL_ID)) else {
+        return Ok(None);
+    };
     match raw.trim().parse::<i64>() {
         Ok(id) if id > 0 => Ok(Some(id)),
         _ => Err(Problem::new(
             format!("metadata.annotations[{ANNOTATION_EXTERNAL_ID}]"),
-            format!("\"{raw}\" is not an id: write the positive integer id of the API object to adopt"),
+            format!(
+                "\"{raw}\" is not an id: write the positive integer id of the API object to adopt"
+            ),
         )),
     }
 }
@@ -120,10 +142,15 @@ pub fn check_domain(domain: &str) -> Result<(), String> {
         return Err(format!("required: {fix}"));
     }
     if domain.len() > 253 {
-        return Err(format!("is {} characters long; a domain has at most 253", domain.len()));
+        return Err(format!(
+            "is {} characters long; a domain has at most 253",
+            domain.len()
+        ));
     }
     if domain.parse::<IpAddr>().is_ok() {
-        return Err(format!("\"{domain}\" is an IP address, not a domain: {fix}"));
+        return Err(format!(
+            "\"{domain}\" is an IP address, not a domain: {fix}"
+        ));
     }
     if !domain.is_ascii() {
         return Err(format!("\"{domain}\" has non-ASCII characters: {fix}"));
@@ -135,14 +162,21 @@ pub fn check_domain(domain: &str) -> Result<(), String> {
     for label in &labels {
         let ok = !label.is_empty()
             && label.len() <= 63
-            && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !label.starts_with('-')
             && !label.ends_with('-');
         if !ok {
-            return Err(format!("\"{domain}\" has an invalid label \"{label}\": {fix}"));
+            return Err(format!(
+                "\"{domain}\" has an invalid label \"{label}\": {fix}"
+            ));
         }
     }
-    if labels.last().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit())) {
+    if labels
+        .last()
+        .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
+    {
         return Err(format!("\"{domain}\" ends in a numeric label: {fix}"));
     }
     Ok(())
@@ -169,9 +203,15 @@ fn unique_ids(ids: &[i64], field: &str, out: &mut Vec<Problem>) {
     let mut seen = std::collections::HashSet::new();
     for (i, id) in ids.iter().enumerate() {
         if *id < 0 {
-            out.push(Problem::new(format!("{field}[{i}]"), format!("{id} is negative; permission ids are positive integers")));
+            out.push(Problem::new(
+                format!("{field}[{i}]"),
+                format!("{id} is negative; permission ids are positive integers"),
+            ));
         } else if !seen.insert(id) {
-            out.push(Problem::new(format!("{field}[{i}]"), format!("{id} is listed twice")));
+            out.push(Problem::new(
+                format!("{field}[{i}]"),
+                format!("{id} is listed twice"),
+            ));
         }
     }
 }
@@ -182,12 +222,18 @@ fn secret_name(name: &str, field: &str, out: &mut Vec<Problem>) {
         && name.split('.').all(|l| {
             !l.is_empty()
                 && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         });
     if !valid {
-        out.push(Problem::new(field, format!("\"{name}\" is not a valid Secret name: use lowercase letters, digits, '-' and '.'")));
+        out.push(Problem::new(
+            field,
+            format!(
+                "\"{name}\" is not a valid Secret name: use lowercase letters, digits, '-' and '.'"
+            ),
+        ));
     }
 }
 
@@ -198,10 +244,26 @@ mod tests {
     /// Domains that the service would reject, or that are not what the user meant, are refused.
     #[test]
     fn domain_table() {
-        for ok in ["example.com", "mail.example.co.id", "xn--bcher-kva.example", "a-b.example.com"] {
+        for ok in [
+            "example.com",
+            "mail.example.co.id",
+            "xn--bcher-kva.example",
+            "a-b.example.com",
+        ] {
             assert!(check_domain(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "localhost", "Example.com", "bücher.example", "-a.example.com", "a..example.com", "example.com.", "10.0.0.1", "example.123", &format!("{}.com", "a".repeat(64))] {
+        for bad in [
+            "",
+            "localhost",
+            "Example.com",
+            "bücher.example",
+            "-a.example.com",
+            "a..example.com",
+            "example.com.",
+            "10.0.0.1",
+            "example.123",
+            &format!("{}.com", "a".repeat(64)),
+        ] {
             assert!(check_domain(bad).is_err(), "{bad}");
         }
     }

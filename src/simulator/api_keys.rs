@@ -34,8 +34,11 @@ use super::validate;
 /// One entry of the permission catalogue (`permissions` items of the API key detail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Permission {
+    /// The id used in `permissionIds`.
     pub id: i64,
+    /// Short name (`name` of the `permissions` item).
     pub name: &'static str,
+    /// Human description (`detail` of the `permissions` item).
     pub detail: &'static str,
 }
 

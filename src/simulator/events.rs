@@ -68,10 +68,10 @@ pub(crate) fn events_for(message: &Message<'_>, recipient: &str, suppressed: boo
     if message.open_tracking && !local.contains("noopen") {
         events.push(event("opened", "", "", USER_AGENT));
     }
-    if let Some(url) = message.first_href.filter(|_| message.click_tracking) {
-        if !local.contains("noclick") {
-            events.push(event("clicked", "", url, USER_AGENT));
-        }
+    if let Some(url) = message.first_href.filter(|_| message.click_tracking)
+        && !local.contains("noclick")
+    {
+        events.push(event("clicked", "", url, USER_AGENT));
     }
     if local.contains("unsubscribe") {
         events.push(event("unsubscribed", "", "", ""));

@@ -51,12 +51,15 @@ mod validate;
 pub use api_keys::{PERMISSIONS, Permission};
 pub use body::MAX_BODY_BYTES;
 pub use config::SimulatorConfig;
+pub use events::{BOUNCE_REASON, SUPPRESSED_REASON, USER_AGENT};
 pub use faults::{FaultConfig, FaultHandle};
 pub use request_log::RequestRecord;
+pub use sending_domains::{CNAME_VALUE, DKIM_SELECTOR, SPF_VALUE};
 pub use state::{
     API_KEY_LENGTH, ApiKey, COMPANY_ID, COMPANY_NAME, COMPANY_SUB_ACCOUNT_ID, Event, SendingDomain,
     SimulatorState, SubAccount, Transmission,
 };
+pub use validate::MAX_NAME_CHARS;
 
 use server::Shared;
 
@@ -151,13 +154,12 @@ impl Simulator {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(mut task) = self.task.take() {
-            if tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
                 .await
                 .is_err()
-            {
-                task.abort();
-            }
+        {
+            task.abort();
         }
     }
 }

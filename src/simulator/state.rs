@@ -75,6 +75,7 @@ pub struct ApiKey {
     pub id: i64,
     /// The secret key value: 40 random URL-safe characters.
     pub key: String,
+    /// `name`; duplicates are allowed.
     pub name: String,
     /// Comma separated IP addresses; empty means any address.
     pub allowed_ip: String,
@@ -84,7 +85,9 @@ pub struct ApiKey {
     pub permission_ids: Vec<i64>,
     /// Owning sub account, or [`COMPANY_SUB_ACCOUNT_ID`] for company keys.
     pub sub_account_id: i64,
+    /// Unix milliseconds.
     pub created_at: i64,
+    /// Unix milliseconds of the last PUT.
     pub updated_at: i64,
 }
 
@@ -107,6 +110,7 @@ impl fmt::Debug for ApiKey {
 /// DKIM private key.
 #[derive(Clone, PartialEq)]
 pub struct SendingDomain {
+    /// Integer id from a counter starting at 1.
     pub id: i64,
     /// Lower-case host name.
     pub domain: String,
@@ -116,7 +120,9 @@ pub struct SendingDomain {
     pub note: String,
     /// Owning sub account, or [`COMPANY_SUB_ACCOUNT_ID`].
     pub sub_account_id: i64,
+    /// Unix milliseconds.
     pub created_at: i64,
+    /// Unix milliseconds of the last change (share, verification).
     pub updated_at: i64,
     /// Number of verify-txt calls that checked this domain.
     pub verify_calls: u32,
@@ -155,8 +161,11 @@ pub struct Transmission {
     pub id: String,
     /// Sub account of the key that sent it, or [`COMPANY_SUB_ACCOUNT_ID`].
     pub sub_account_id: i64,
+    /// `subject` as sent.
     pub subject: String,
+    /// `from.email` as sent (empty when not sent).
     pub from_email: String,
+    /// `from.name` as sent (empty when not sent).
     pub from_name: String,
     /// Addresses of to, cc and bcc recipients (in that order) that had an email.
     pub recipients: Vec<String>,
@@ -164,7 +173,9 @@ pub struct Transmission {
     pub transactional: Option<bool>,
     /// `metadata` as sent.
     pub metadata: std::collections::BTreeMap<String, String>,
+    /// Unix milliseconds at acceptance; the analytics period filter uses it.
     pub created_at: i64,
+    /// Events recorded by the documented rules, recipient by recipient.
     pub events: Vec<Event>,
 }
 
@@ -173,8 +184,11 @@ pub struct Transmission {
 pub struct Event {
     /// `type`: `delivered`, `bounced`, `opened`, `clicked`, `unsubscribed` or `suppressed`.
     pub kind: String,
+    /// The recipient's address as sent.
     pub recipient: String,
+    /// `Name <email>` of the sender, or the bare email when no name was sent.
     pub friendly_from: String,
+    /// The transmission's subject.
     pub subject: String,
     /// Set for `bounced` and `suppressed`, else empty.
     pub reason: String,

@@ -241,12 +241,12 @@ async fn create(
     }
 
     let mut store = shared.store();
-    if let Some(name) = &name {
-        if name_taken(&store, name, None) {
-            return Err(ApiError::duplicate(format!(
-                "a sub account named {name:?} already exists"
-            )));
-        }
+    if let Some(name) = &name
+        && name_taken(&store, name, None)
+    {
+        return Err(ApiError::duplicate(format!(
+            "a sub account named {name:?} already exists"
+        )));
     }
     let id = store.take_sub_account_id();
     let name = name.unwrap_or_else(|| format!("sub-account-{id}"));
@@ -321,12 +321,12 @@ async fn update(
 
     let mut store = shared.store();
     visible(&store, caller, id)?;
-    if let Some(name) = &name {
-        if name_taken(&store, name, Some(id)) {
-            return Err(ApiError::duplicate(format!(
-                "a sub account named {name:?} already exists"
-            )));
-        }
+    if let Some(name) = &name
+        && name_taken(&store, name, Some(id))
+    {
+        return Err(ApiError::duplicate(format!(
+            "a sub account named {name:?} already exists"
+        )));
     }
     let Some(sub) = store.state.sub_accounts.iter_mut().find(|s| s.id == id) else {
         return Err(ApiError::not_found("sub account", id));

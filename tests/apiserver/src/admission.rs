@@ -188,14 +188,18 @@ pub fn admit(
     old: Option<&Value>,
     validation: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let mut warnings = Vec::new();
     let mut unknown = Vec::new();
 
     // metadata: keep ObjectMeta fields only.
     let meta = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let typed_meta = typed_roundtrip::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(&meta)
-        .map_err(|e| ApiError::bad_request(format!("metadata: {e}")))?;
+    let typed_meta =
+        typed_roundtrip::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(&meta)
+            .map_err(|e| ApiError::bad_request(format!("metadata: {e}")))?;
     removed_paths(&meta, &typed_meta, "metadata", &mut unknown);
 
     let mut schema_result: Option<Result<Value, Vec<FieldError>>> = None;
@@ -281,8 +285,16 @@ mod tests {
             "metadata": {"name": "a", "bogus": 1}, "data": {"k": "v"}, "extra": true});
         let e = admit(cm, &mut o.clone(), None, FieldValidation::Strict).unwrap_err();
         assert_eq!(e.code, 400);
-        assert!(e.message.contains("unknown field \"extra\""), "{}", e.message);
-        assert!(e.message.contains("unknown field \"metadata.bogus\""), "{}", e.message);
+        assert!(
+            e.message.contains("unknown field \"extra\""),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("unknown field \"metadata.bogus\""),
+            "{}",
+            e.message
+        );
         let w = admit(cm, &mut o, None, FieldValidation::Warn).unwrap();
         assert_eq!(w.len(), 2);
         assert!(o.get("extra").is_none());
@@ -297,6 +309,9 @@ mod tests {
             "metadata": {"name": "a", "labels": {"k": "not valid"}}});
         let e = admit(cm, &mut o, None, FieldValidation::Strict).unwrap_err();
         assert_eq!(e.code, 422);
-        assert!(e.message.starts_with("ConfigMap \"a\" is invalid: metadata.labels: Invalid value"));
+        assert!(
+            e.message
+                .starts_with("ConfigMap \"a\" is invalid: metadata.labels: Invalid value")
+        );
     }
 }

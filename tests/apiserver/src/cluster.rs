@@ -54,7 +54,9 @@ async fn create_namespace(client: &kube::Client, name: &str) -> std::io::Result<
         "metadata": {"name": name, "labels": {"app.kubernetes.io/created-by": "mailtarget-e2e"}}
     }))
     .map_err(io_err)?;
-    api.create(&PostParams::default(), &ns).await.map_err(io_err)?;
+    api.create(&PostParams::default(), &ns)
+        .await
+        .map_err(io_err)?;
     Ok(())
 }
 
@@ -81,7 +83,9 @@ impl TestCluster {
                 let client = kube::Client::try_from(config).map_err(io_err)?;
                 create_namespace(&client, &namespace).await?;
                 Ok(TestCluster {
-                    target: Target::External { kubeconfig: kubeconfig.clone() },
+                    target: Target::External {
+                        kubeconfig: kubeconfig.clone(),
+                    },
                     client,
                     namespace,
                     home,
@@ -241,7 +245,11 @@ impl TestCluster {
                 }
             });
         }
-        Ok(KubectlChild { child, lines: rx, seen: Vec::new() })
+        Ok(KubectlChild {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        })
     }
 
     /// Deletes the test namespace on a real cluster (nothing to do for the emulator).
@@ -249,7 +257,9 @@ impl TestCluster {
         self.cleaned = true;
         if matches!(self.target, Target::External { .. }) {
             let api: Api<Namespace> = Api::all(self.client.clone());
-            let _ = api.delete(&self.namespace, &DeleteParams::background()).await;
+            let _ = api
+                .delete(&self.namespace, &DeleteParams::background())
+                .await;
         }
     }
 }
@@ -263,11 +273,16 @@ impl Drop for TestCluster {
             let kubeconfig = kubeconfig.clone();
             let ns = self.namespace.clone();
             let handle = std::thread::spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
                     return;
                 };
                 rt.block_on(async move {
-                    let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig) else { return };
+                    let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig) else {
+                        return;
+                    };
                     let Ok(config) = kube::Config::from_custom_kubeconfig(
                         kc,
                         &kube::config::KubeConfigOptions::default(),
@@ -276,7 +291,9 @@ impl Drop for TestCluster {
                     else {
                         return;
                     };
-                    let Ok(client) = kube::Client::try_from(config) else { return };
+                    let Ok(client) = kube::Client::try_from(config) else {
+                        return;
+                    };
                     let api: Api<Namespace> = Api::all(client);
                     let _ = tokio::time::timeout(
                         Duration::from_secs(30),
@@ -300,7 +317,11 @@ pub struct KubectlChild {
 impl KubectlChild {
     /// Waits up to `timeout` for a stdout line satisfying `pred`; returns it, or `None` on
     /// timeout or end of output.
-    pub fn wait_for_line(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
+    pub fn wait_for_line(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -341,9 +362,13 @@ impl Drop for KubectlChild {
 }
 
 fn run_bounded(mut cmd: Command, input: &[u8], timeout: Duration) -> Output {
-    cmd.stdin(if input.is_empty() { Stdio::null() } else { Stdio::piped() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.stdin(if input.is_empty() {
+        Stdio::null()
+    } else {
+        Stdio::piped()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -369,8 +394,18 @@ fn run_bounded(mut cmd: Command, input: &[u8], timeout: Duration) -> Output {
             buf
         })
     };
-    let out_t = reader(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err_t = reader(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let out_t = reader(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err_t = reader(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + timeout;
     let mut timed_out = false;
     let status = loop {
@@ -389,10 +424,18 @@ fn run_bounded(mut cmd: Command, input: &[u8], timeout: Duration) -> Output {
     let mut stderr = err_t.join().unwrap_or_default();
     if timed_out {
         stderr.extend_from_slice(
-            format!("\nkubectl killed after the {}s timeout\n", timeout.as_secs()).as_bytes(),
+            format!(
+                "\nkubectl killed after the {}s timeout\n",
+                timeout.as_secs()
+            )
+            .as_bytes(),
         );
     }
-    Output { status, stdout, stderr }
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
 }
 
 fn failed_status() -> std::process::ExitStatus {

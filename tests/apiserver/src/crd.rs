@@ -13,14 +13,25 @@ pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io"
 /// Fills defaults: `names.singular` (lowercase kind), `names.listKind` (`<Kind>List`),
 /// `conversion.strategy` (`None`).
 pub fn apply_defaults(crd: &mut Value) {
-    let kind = crd["spec"]["names"]["kind"].as_str().unwrap_or_default().to_string();
+    let kind = crd["spec"]["names"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if !crd["spec"]["names"].is_object() {
         return;
     }
-    if crd["spec"]["names"]["singular"].as_str().unwrap_or_default().is_empty() {
+    if crd["spec"]["names"]["singular"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
         crd["spec"]["names"]["singular"] = json!(kind.to_lowercase());
     }
-    if crd["spec"]["names"]["listKind"].as_str().unwrap_or_default().is_empty() {
+    if crd["spec"]["names"]["listKind"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
         crd["spec"]["names"]["listKind"] = json!(format!("{kind}List"));
     }
     if crd["spec"].get("conversion").is_none() {
@@ -53,12 +64,20 @@ pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<Cause> {
     if group.is_empty() {
         out.push(required("spec.group"));
     } else if !group.contains('.') {
-        out.push(invalid("spec.group", &spec["group"], "should be a domain with at least one dot"));
+        out.push(invalid(
+            "spec.group",
+            &spec["group"],
+            "should be a domain with at least one dot",
+        ));
     }
     if plural.is_empty() {
         out.push(required("spec.names.plural"));
     }
-    if spec["names"]["kind"].as_str().unwrap_or_default().is_empty() {
+    if spec["names"]["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .is_empty()
+    {
         out.push(required("spec.names.kind"));
     }
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
@@ -85,15 +104,25 @@ pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<Cause> {
     if versions.is_empty() {
         out.push(Cause {
             reason: "FieldValueInvalid".into(),
-            message: "Invalid value: \"null\": must have exactly one version marked as storage version".into(),
+            message:
+                "Invalid value: \"null\": must have exactly one version marked as storage version"
+                    .into(),
             field: "spec.versions".into(),
         });
     } else {
-        let storage = versions.iter().filter(|v| v["storage"].as_bool() == Some(true)).count();
+        let storage = versions
+            .iter()
+            .filter(|v| v["storage"].as_bool() == Some(true))
+            .count();
         if storage != 1 {
             out.push(invalid(
                 "spec.versions",
-                &json!(versions.iter().map(|v| v["name"].clone()).collect::<Vec<_>>()),
+                &json!(
+                    versions
+                        .iter()
+                        .map(|v| v["name"].clone())
+                        .collect::<Vec<_>>()
+                ),
                 "must have exactly one version marked as storage version",
             ));
         }

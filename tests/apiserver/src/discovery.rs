@@ -100,7 +100,9 @@ pub fn api_resource_list(reg: &Registry, group: &str, version: &str) -> Option<V
     } else {
         format!("{group}/{version}")
     };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+    )
 }
 
 #[cfg(test)]
@@ -119,7 +121,13 @@ mod tests {
             .unwrap();
         assert_eq!(cm["shortNames"], json!(["cm"]));
         assert_eq!(cm["namespaced"], true);
-        assert!(l["resources"].as_array().unwrap().iter().any(|x| x["name"] == "namespaces/status"));
+        assert!(
+            l["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["name"] == "namespaces/status")
+        );
         assert!(api_resource_list(&r, "nope.io", "v1").is_none());
     }
 
@@ -133,6 +141,9 @@ mod tests {
             .iter()
             .find(|g| g["name"] == "apiextensions.k8s.io")
             .unwrap();
-        assert_eq!(ext["preferredVersion"]["groupVersion"], "apiextensions.k8s.io/v1");
+        assert_eq!(
+            ext["preferredVersion"]["groupVersion"],
+            "apiextensions.k8s.io/v1"
+        );
     }
 }

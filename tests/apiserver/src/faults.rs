@@ -173,8 +173,14 @@ mod tests {
         };
         f.fail_next(2, 500, RequestFilter::path("/widgets").with_method("patch"));
         assert_eq!(f.state.take_failure("GET", "/apis/x/v1/widgets"), None);
-        assert_eq!(f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"), Some(500));
-        assert_eq!(f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"), Some(500));
+        assert_eq!(
+            f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"),
+            Some(500)
+        );
+        assert_eq!(
+            f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"),
+            Some(500)
+        );
         assert_eq!(f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"), None);
     }
 }

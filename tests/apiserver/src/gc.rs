@@ -49,7 +49,9 @@ fn remove_finalizer(st: &mut Store, k: &Key, obj: &Value, fin: &str) {
 fn finish(st: &mut Store, k: &Key, mut o: Value) {
     let ns_held = k.0.plural == "namespaces"
         && k.0.group.is_empty()
-        && o["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
+        && o["spec"]["finalizers"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
     if is_deleting(&o) && finalizers(&o).is_empty() && !ns_held {
         commit_remove(st, &k.0, &k.1, &k.2, Some(o));
     } else {
@@ -64,6 +66,10 @@ fn finish(st: &mut Store, k: &Key, mut o: Value) {
 
 /// One pass; returns whether anything changed.
 fn pass(st: &mut Store) -> bool {
+    // Nothing to do unless something is being deleted or has owners.
+    if !st.any(|o| is_deleting(o) || o["metadata"].get("ownerReferences").is_some()) {
+        return false;
+    }
     let keys = st.all_keys();
     let objects: Vec<(Key, Value)> = keys
         .into_iter()
@@ -76,7 +82,8 @@ fn pass(st: &mut Store) -> bool {
 
     for (k, o) in &objects {
         let is_ns = k.0.group.is_empty() && k.0.plural == "namespaces";
-        let is_crd = k.0.group == "apiextensions.k8s.io" && k.0.plural == "customresourcedefinitions";
+        let is_crd =
+            k.0.group == "apiextensions.k8s.io" && k.0.plural == "customresourcedefinitions";
 
         // Namespace controller.
         if is_ns && is_deleting(o) {
@@ -86,7 +93,10 @@ fn pass(st: &mut Store) -> bool {
                 .filter(|(ck, _)| &ck.1 == name && !ck.1.is_empty())
                 .collect();
             if content.is_empty() {
-                if o["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty()) {
+                if o["spec"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+                {
                     let mut n = o.clone();
                     n["spec"]["finalizers"] = json!([]);
                     finish(st, k, n);
@@ -110,7 +120,10 @@ fn pass(st: &mut Store) -> bool {
         if is_crd && is_deleting(o) && finalizers(o).iter().any(|f| f == CLEANUP_FINALIZER) {
             let bucket = StoreKey {
                 group: o["spec"]["group"].as_str().unwrap_or_default().to_string(),
-                plural: o["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string(),
+                plural: o["spec"]["names"]["plural"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
             };
             let instances: Vec<&(Key, Value)> =
                 objects.iter().filter(|(ck, _)| ck.0 == bucket).collect();

@@ -10,7 +10,8 @@ const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lowe
 fn is_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -104,7 +105,11 @@ pub fn validate_labels_and_annotations(obj: &serde_json::Value) -> Vec<Cause> {
                 out.push(invalid("metadata.annotations", k, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
             }
             if !v.is_string() {
-                out.push(invalid("metadata.annotations", k, "annotation values must be strings"));
+                out.push(invalid(
+                    "metadata.annotations",
+                    k,
+                    "annotation values must be strings",
+                ));
             }
         }
     }
@@ -141,7 +146,10 @@ mod tests {
         assert!(validate_name("ns-1", true).is_none());
         let c = validate_name("Bad", false).unwrap();
         assert_eq!(c.field, "metadata.name");
-        assert!(c.message.starts_with("Invalid value: \"Bad\": a lowercase RFC 1123 subdomain"));
+        assert!(
+            c.message
+                .starts_with("Invalid value: \"Bad\": a lowercase RFC 1123 subdomain")
+        );
     }
 
     #[test]

@@ -27,7 +27,10 @@ pub fn index(reg: &Registry) -> Value {
             continue;
         }
         seen.push(p.clone());
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}")}),
+        );
     }
     json!({ "paths": paths })
 }
@@ -46,9 +49,7 @@ fn schema_name(rt: &ResourceType) -> String {
 fn operation(rt: &ResourceType, action: &str, with_body: bool) -> Value {
     let gvk = json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
     let reference = json!({"$ref": format!("#/components/schemas/{}", schema_name(rt))});
-    let q = |name: &str, desc: &str| {
-        json!({"name": name, "in": "query", "description": desc, "schema": {"type": "string", "uniqueItems": true}})
-    };
+    let q = |name: &str, desc: &str| json!({"name": name, "in": "query", "description": desc, "schema": {"type": "string", "uniqueItems": true}});
     let mut op = json!({
         "operationId": format!("{}{}", action, rt.kind),
         "x-kubernetes-action": action,
@@ -71,7 +72,8 @@ fn operation(rt: &ResourceType, action: &str, with_body: bool) -> Value {
             "application/merge-patch+json": {"schema": {"type": "object"}},
         }, "required": true});
     } else if with_body {
-        op["requestBody"] = json!({"content": {"application/json": {"schema": reference}}, "required": true});
+        op["requestBody"] =
+            json!({"content": {"application/json": {"schema": reference}}, "required": true});
     }
     op
 }
@@ -114,10 +116,9 @@ pub fn group_version_doc(reg: &Registry, group: &str, version: &str) -> Option<V
                 }),
             );
         }
-        let mut schema = rt
-            .custom()
-            .and_then(|c| c.schema.clone())
-            .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+        let mut schema = rt.custom().and_then(|c| c.schema.clone()).unwrap_or_else(
+            || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+        );
         schema["x-kubernetes-group-version-kind"] =
             json!([{"group": rt.group, "version": rt.version, "kind": rt.kind}]);
         schemas.insert(schema_name(rt), schema);
@@ -151,7 +152,17 @@ mod tests {
         let d = group_version_doc(&r, "", "v1").unwrap();
         let op = &d["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
         assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "ConfigMap");
-        assert!(op["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
-        assert!(op["requestBody"]["content"].get("application/strategic-merge-patch+json").is_none());
+        assert!(
+            op["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation")
+        );
+        assert!(
+            op["requestBody"]["content"]
+                .get("application/strategic-merge-patch+json")
+                .is_none()
+        );
     }
 }

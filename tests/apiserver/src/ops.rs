@@ -38,11 +38,20 @@ pub fn commit_put(st: &mut Store, key: &StoreKey, obj: Value) -> Value {
 
 /// Removes an object and applies side effects (a removed CRD stops serving and its remaining
 /// objects are dropped). Returns the final state.
-pub fn commit_remove(st: &mut Store, key: &StoreKey, ns: &str, name: &str, last: Option<Value>) -> Option<Value> {
+pub fn commit_remove(
+    st: &mut Store,
+    key: &StoreKey,
+    ns: &str,
+    name: &str,
+    last: Option<Value>,
+) -> Option<Value> {
     let removed = st.remove(key, ns, name, last)?;
     if *key == crd_key() {
         st.registry.remove_crd(name);
-        let group = removed["spec"]["group"].as_str().unwrap_or_default().to_string();
+        let group = removed["spec"]["group"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let plural = removed["spec"]["names"]["plural"]
             .as_str()
             .unwrap_or_default()
@@ -145,4 +154,3 @@ fn held_by_builtin_cleanup(key: &StoreKey, obj: &Value) -> bool {
             .as_array()
             .is_some_and(|a| !a.is_empty())
 }
-

@@ -123,7 +123,10 @@ impl ResourceType {
 
     /// Whether objects carry `metadata.generation` (custom resources and CRDs).
     pub fn has_generation(&self) -> bool {
-        matches!(self.flavor, Flavor::Custom(_) | Flavor::Builtin(Builtin::Crd))
+        matches!(
+            self.flavor,
+            Flavor::Custom(_) | Flavor::Builtin(Builtin::Crd)
+        )
     }
 
     /// Whether PUT must carry `metadata.resourceVersion` (kube-apiserver refuses unconditional
@@ -206,12 +209,66 @@ impl Registry {
     /// The built-in kinds only.
     pub fn new() -> Registry {
         let builtins = vec![
-            builtin("", "v1", "namespaces", "Namespace", false, &["ns"], ("", "namespaces"), Builtin::Namespace),
-            builtin("", "v1", "secrets", "Secret", true, &[], ("", "secrets"), Builtin::Secret),
-            builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], ("", "configmaps"), Builtin::ConfigMap),
-            builtin("", "v1", "events", "Event", true, &["ev"], ("", "events"), Builtin::CoreEvent),
-            builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], ("", "events"), Builtin::EventsEvent),
-            builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], ("coordination.k8s.io", "leases"), Builtin::Lease),
+            builtin(
+                "",
+                "v1",
+                "namespaces",
+                "Namespace",
+                false,
+                &["ns"],
+                ("", "namespaces"),
+                Builtin::Namespace,
+            ),
+            builtin(
+                "",
+                "v1",
+                "secrets",
+                "Secret",
+                true,
+                &[],
+                ("", "secrets"),
+                Builtin::Secret,
+            ),
+            builtin(
+                "",
+                "v1",
+                "configmaps",
+                "ConfigMap",
+                true,
+                &["cm"],
+                ("", "configmaps"),
+                Builtin::ConfigMap,
+            ),
+            builtin(
+                "",
+                "v1",
+                "events",
+                "Event",
+                true,
+                &["ev"],
+                ("", "events"),
+                Builtin::CoreEvent,
+            ),
+            builtin(
+                "events.k8s.io",
+                "v1",
+                "events",
+                "Event",
+                true,
+                &["ev"],
+                ("", "events"),
+                Builtin::EventsEvent,
+            ),
+            builtin(
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                "Lease",
+                true,
+                &[],
+                ("coordination.k8s.io", "leases"),
+                Builtin::Lease,
+            ),
             builtin(
                 "apiextensions.k8s.io",
                 "v1",
@@ -273,7 +330,10 @@ impl Registry {
     /// Registers (or re-registers) the served versions of a CRD object; versions with
     /// `served: false` are not registered.
     pub fn set_crd(&mut self, crd: &Value) {
-        let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let spec = &crd["spec"];
         let group = spec["group"].as_str().unwrap_or_default().to_string();
         let names = &spec["names"];
@@ -289,7 +349,11 @@ impl Registry {
             .unwrap_or_else(|| format!("{kind}List"));
         let strings = |v: &Value| -> Vec<String> {
             v.as_array()
-                .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let namespaced = spec["scope"].as_str() != Some("Cluster");

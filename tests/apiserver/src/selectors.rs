@@ -156,7 +156,10 @@ fn supported_fields(rt: &ResourceType) -> &'static [&'static str] {
 
 fn field_value(obj: &Value, field: &str) -> String {
     if field == "source" {
-        return obj["source"]["component"].as_str().unwrap_or_default().to_string();
+        return obj["source"]["component"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
     }
     let mut cur = obj;
     for part in field.split('.') {
@@ -203,7 +206,9 @@ impl FieldSelector {
 
     /// Whether the object satisfies every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.reqs.iter().all(|(f, eq, v)| (field_value(obj, f) == *v) == *eq)
+        self.reqs
+            .iter()
+            .all(|(f, eq, v)| (field_value(obj, f) == *v) == *eq)
     }
 }
 
@@ -233,7 +238,11 @@ mod tests {
             ("app=web,tier in (back)", false),
             ("", true),
         ] {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&o),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("a b c").is_err());
     }
@@ -243,9 +252,21 @@ mod tests {
         let r = Registry::new();
         let cm = r.lookup("", "v1", "configmaps").unwrap();
         let o = obj(json!({}));
-        assert!(FieldSelector::parse("metadata.name=a", cm).unwrap().matches(&o));
-        assert!(!FieldSelector::parse("metadata.name!=a", cm).unwrap().matches(&o));
-        assert!(FieldSelector::parse("metadata.namespace==ns", cm).unwrap().matches(&o));
+        assert!(
+            FieldSelector::parse("metadata.name=a", cm)
+                .unwrap()
+                .matches(&o)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.name!=a", cm)
+                .unwrap()
+                .matches(&o)
+        );
+        assert!(
+            FieldSelector::parse("metadata.namespace==ns", cm)
+                .unwrap()
+                .matches(&o)
+        );
         let err = FieldSelector::parse("spec.x=1", cm).unwrap_err();
         assert_eq!(err.code, 400);
         assert!(err.message.contains("field label not supported: spec.x"));

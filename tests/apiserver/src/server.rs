@@ -66,7 +66,8 @@ impl Shared {
 pub struct TestApiServer {
     url: String,
     shared: Arc<Shared>,
-    kubeconfig_dir: tempfile::TempDir,
+    /// Holds the kubeconfig file; removed on drop.
+    _kubeconfig_dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -108,7 +109,11 @@ impl TestApiServer {
         match ready_rx.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(std::io::Error::other("test API server thread ended at start")),
+            Err(_) => {
+                return Err(std::io::Error::other(
+                    "test API server thread ended at start",
+                ));
+            }
         }
         let kubeconfig_dir = tempfile::tempdir()?;
         let kubeconfig = kubeconfig_dir.path().join("kubeconfig");
@@ -116,7 +121,7 @@ impl TestApiServer {
         Ok(TestApiServer {
             url,
             shared,
-            kubeconfig_dir,
+            _kubeconfig_dir: kubeconfig_dir,
             kubeconfig,
             shutdown: Some(tx),
             thread: Some(thread),
@@ -142,7 +147,6 @@ impl TestApiServer {
     /// Path of a kubeconfig file for kubectl (server `http://127.0.0.1:PORT`, no auth, namespace
     /// `default`). Removed when the server is dropped.
     pub fn kubeconfig_path(&self) -> &Path {
-        let _ = &self.kubeconfig_dir;
         &self.kubeconfig
     }
 
@@ -207,7 +211,9 @@ fn serve_thread(
             }
         };
         let _ = ready.send(Ok(()));
-        let app = axum::Router::new().fallback(entry).with_state(shared.clone());
+        let app = axum::Router::new()
+            .fallback(entry)
+            .with_state(shared.clone());
         tokio::select! {
             _ = axum::serve(listener, app) => {}
             _ = shutdown => {}
@@ -229,10 +235,7 @@ pub(crate) fn json_response(code: StatusCode, v: &Value) -> Response {
 
 /// A JSON response with `Warning: 299 - "..."` headers (as for `fieldValidation=Warn`).
 pub(crate) fn json_with_warnings(code: u16, v: &Value, warnings: &[String]) -> Response {
-    let mut r = json_response(
-        StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
-        v,
-    );
+    let mut r = json_response(StatusCode::from_u16(code).unwrap_or(StatusCode::OK), v);
     for w in warnings {
         let text = format!("299 - {}", crate::names::json_quote(w));
         if let Ok(h) = header::HeaderValue::from_str(&text) {
@@ -338,7 +341,9 @@ async fn entry(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             format!("injected failure (HTTP {code}) by the test API server"),
         )
         .into_response(),
-        None => route(&shared, req).await.unwrap_or_else(|e| e.into_response()),
+        None => route(&shared, req)
+            .await
+            .unwrap_or_else(|e| e.into_response()),
     };
     shared.faults.log(LoggedRequest {
         method: method.to_string(),
@@ -362,7 +367,11 @@ async fn route(shared: &Arc<Shared>, req: Request) -> Result<Response, ApiError>
     let query: HashMap<String, String> = parts
         .uri
         .query()
-        .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
         .unwrap_or_default();
     let is_get = parts.method == Method::GET;
     let ok = |v: Value| Ok(json_response(StatusCode::OK, &v));
@@ -486,13 +495,24 @@ mod tests {
             Output::Table
         );
         assert_eq!(
-            negotiate(Some("application/vnd.kubernetes.protobuf, application/json")).unwrap(),
+            negotiate(Some(
+                "application/vnd.kubernetes.protobuf, application/json"
+            ))
+            .unwrap(),
             Output::Json
         );
         assert_eq!(
-            negotiate(Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")).unwrap(),
+            negotiate(Some(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            ))
+            .unwrap(),
             Output::Metadata
         );
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf")).unwrap_err().code, 406);
+        assert_eq!(
+            negotiate(Some("application/vnd.kubernetes.protobuf"))
+                .unwrap_err()
+                .code,
+            406
+        );
     }
 }

@@ -85,7 +85,12 @@ impl ApiError {
             ..ApiError::new(
                 403,
                 "Forbidden",
-                format!("{} \"{}\" is forbidden: {}", qualified_resource(rt), name, why),
+                format!(
+                    "{} \"{}\" is forbidden: {}",
+                    qualified_resource(rt),
+                    name,
+                    why
+                ),
             )
         }
     }

@@ -83,7 +83,11 @@ pub fn meta_mut(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj["metadata"]["finalizers"]
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -155,14 +159,24 @@ impl Store {
 
     /// One object.
     pub fn get(&self, key: &StoreKey, ns: &str, name: &str) -> Option<&Value> {
-        self.objects.get(key)?.get(&(ns.to_string(), name.to_string()))
+        self.objects
+            .get(key)?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// Whether any stored object satisfies `f`.
+    pub fn any(&self, f: impl Fn(&Value) -> bool) -> bool {
+        self.objects.values().any(|b| b.values().any(&f))
     }
 
     /// All (bucket, namespace, name) triples currently stored.
     pub fn all_keys(&self) -> Vec<(StoreKey, String, String)> {
         self.objects
             .iter()
-            .flat_map(|(k, b)| b.keys().map(move |(ns, n)| (k.clone(), ns.clone(), n.clone())))
+            .flat_map(|(k, b)| {
+                b.keys()
+                    .map(move |(ns, n)| (k.clone(), ns.clone(), n.clone()))
+            })
             .collect()
     }
 
@@ -242,7 +256,13 @@ impl Store {
 
     /// Removes an object, recording a DELETED event whose object is `last` (the state at removal,
     /// given a new resourceVersion). Returns that final state, or `None` if it was absent.
-    pub fn remove(&mut self, key: &StoreKey, ns: &str, name: &str, last: Option<Value>) -> Option<Value> {
+    pub fn remove(
+        &mut self,
+        key: &StoreKey,
+        ns: &str,
+        name: &str,
+        last: Option<Value>,
+    ) -> Option<Value> {
         let prev = self
             .objects
             .get_mut(key)?

@@ -67,7 +67,10 @@ pub fn column_definitions(rt: &ResourceType) -> Vec<Value> {
             col("Message", "string", "", "Event message"),
         ],
         None => {
-            let cols = rt.custom().map(|c| c.printer_columns.clone()).unwrap_or_default();
+            let cols = rt
+                .custom()
+                .map(|c| c.printer_columns.clone())
+                .unwrap_or_default();
             if cols.is_empty() {
                 return vec![name_col(), age_col()];
             }
@@ -214,11 +217,7 @@ pub fn cells(rt: &ResourceType, obj: &Value) -> Vec<Value> {
             json!(count(&obj["data"]) + count(&obj["binaryData"])),
             age_of(created),
         ],
-        Some(Builtin::Lease) => vec![
-            name,
-            obj["spec"]["holderIdentity"].clone(),
-            age_of(created),
-        ],
+        Some(Builtin::Lease) => vec![name, obj["spec"]["holderIdentity"].clone(), age_of(created)],
         Some(Builtin::Crd) => vec![name, json!(created.unwrap_or_default())],
         Some(Builtin::CoreEvent) | Some(Builtin::EventsEvent) => {
             let regarding = if obj.get("regarding").is_some() {
@@ -242,14 +241,20 @@ pub fn cells(rt: &ResourceType, obj: &Value) -> Vec<Value> {
                 obj["reason"].clone(),
                 json!(format!(
                     "{}/{}",
-                    regarding["kind"].as_str().unwrap_or_default().to_lowercase(),
+                    regarding["kind"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_lowercase(),
                     regarding["name"].as_str().unwrap_or_default()
                 )),
                 msg,
             ]
         }
         None => {
-            let cols = rt.custom().map(|c| c.printer_columns.clone()).unwrap_or_default();
+            let cols = rt
+                .custom()
+                .map(|c| c.printer_columns.clone())
+                .unwrap_or_default();
             if cols.is_empty() {
                 return vec![name, age_of(created)];
             }
@@ -322,7 +327,12 @@ mod tests {
                 {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
                 {"name": "Color", "type": "string", "jsonPath": ".spec.color"}]}]}}));
         let rt = r.lookup("example.com", "v1", "widgets").unwrap();
-        let t = table(rt, &[json!({"metadata": {"name": "w"}, "spec": {"size": 2.0}})], "5", None);
+        let t = table(
+            rt,
+            &[json!({"metadata": {"name": "w"}, "spec": {"size": 2.0}})],
+            "5",
+            None,
+        );
         let names: Vec<&str> = t["columnDefinitions"]
             .as_array()
             .unwrap()

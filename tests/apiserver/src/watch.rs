@@ -49,7 +49,10 @@ impl Filter {
             Output::Json => ext,
             Output::Metadata => partial_metadata(&ext),
             Output::Table => {
-                let rv = ext["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+                let rv = ext["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 table::table(&self.rt, std::slice::from_ref(&ext), &rv, None)
             }
         };
@@ -134,7 +137,9 @@ pub(crate) fn watch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
                 "",
                 vec![crate::status::Cause {
                     reason: "FieldValueForbidden".into(),
-                    message: "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true".into(),
+                    message:
+                        "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true"
+                            .into(),
                     field: "allowWatchBookmarks".into(),
                 }],
             ));

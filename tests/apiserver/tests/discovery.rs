@@ -31,7 +31,12 @@ async fn legacy_discovery_lists_builtins_and_crd_kinds() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    for g in ["apiextensions.k8s.io", "coordination.k8s.io", "events.k8s.io", "example.com"] {
+    for g in [
+        "apiextensions.k8s.io",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "example.com",
+    ] {
         assert!(groups.contains(&g), "{g} missing from {groups:?}");
     }
     let list = raw.get("/apis/example.com/v1").await;
@@ -47,9 +52,21 @@ async fn legacy_discovery_lists_builtins_and_crd_kinds() {
     assert_eq!(w["shortNames"], serde_json::json!(["wd"]));
     assert_eq!(w["categories"], serde_json::json!(["gadgets"]));
     assert!(w["verbs"].as_array().unwrap().iter().any(|v| v == "watch"));
-    assert!(list.body["resources"].as_array().unwrap().iter().any(|r| r["name"] == "widgets/status"));
+    assert!(
+        list.body["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "widgets/status")
+    );
     let core = raw.get("/api/v1").await;
-    assert!(core.body["resources"].as_array().unwrap().iter().any(|r| r["name"] == "secrets"));
+    assert!(
+        core.body["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "secrets")
+    );
     assert_eq!(raw.get("/apis/nope.example/v1").await.status, 404);
 }
 
@@ -72,13 +89,24 @@ async fn openapi_v3_serves_index_and_patch_operations() {
     let raw = Raw::new(&server);
     let idx = raw.get("/openapi/v3?timeout=32s").await;
     assert_eq!(idx.status, 200);
-    for p in ["api/v1", "apis/apiextensions.k8s.io/v1", "apis/example.com/v1"] {
+    for p in [
+        "api/v1",
+        "apis/apiextensions.k8s.io/v1",
+        "apis/example.com/v1",
+    ] {
         assert!(idx.body["paths"].get(p).is_some(), "{p} missing");
     }
     let doc = raw.get("/openapi/v3/apis/example.com/v1").await;
-    let op = &doc.body["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"];
+    let op =
+        &doc.body["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}"]["patch"];
     assert_eq!(op["x-kubernetes-group-version-kind"]["kind"], "Widget");
-    assert!(op["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+    assert!(
+        op["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation")
+    );
     let content = op["requestBody"]["content"].as_object().unwrap();
     assert!(content.contains_key("application/merge-patch+json"));
     assert!(!content.contains_key("application/strategic-merge-patch+json"));
@@ -89,7 +117,9 @@ async fn openapi_v3_serves_index_and_patch_operations() {
 async fn unknown_paths_are_404_status_objects() {
     let server = TestApiServer::start().await.unwrap();
     let raw = Raw::new(&server);
-    let a = raw.get("/apis/example.com/v1/namespaces/default/widgets").await;
+    let a = raw
+        .get("/apis/example.com/v1/namespaces/default/widgets")
+        .await;
     assert_eq!(a.status, 404);
     assert_eq!(a.body["kind"], "Status");
     assert_eq!(a.body["reason"], "NotFound");

@@ -19,9 +19,13 @@ fn with_finalizer(name: &str) -> kube::api::DynamicObject {
 async fn delete_with_finalizer_marks_then_removal_of_last_finalizer_deletes() {
     let (_s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &with_finalizer("f")).await.unwrap();
+    api.create(&PostParams::default(), &with_finalizer("f"))
+        .await
+        .unwrap();
     let pending = api.delete("f", &DeleteParams::default()).await.unwrap();
-    let obj = pending.left().expect("object returned while finalizers remain");
+    let obj = pending
+        .left()
+        .expect("object returned while finalizers remain");
     assert!(obj.metadata.deletion_timestamp.is_some());
     assert_eq!(obj.metadata.deletion_grace_period_seconds, Some(0));
     let still = api.get("f").await.unwrap();
@@ -29,7 +33,11 @@ async fn delete_with_finalizer_marks_then_removal_of_last_finalizer_deletes() {
 
     // A new finalizer on an object being deleted is forbidden.
     let add = json!({"metadata": {"finalizers": ["example.com/cleanup", "example.com/other"]}});
-    match api.patch("f", &PatchParams::default(), &Patch::Merge(add)).await.unwrap_err() {
+    match api
+        .patch("f", &PatchParams::default(), &Patch::Merge(add))
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 422);
             assert!(s.message.contains("metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted"), "{}", s.message);
@@ -37,9 +45,13 @@ async fn delete_with_finalizer_marks_then_removal_of_last_finalizer_deletes() {
         e => panic!("unexpected {e}"),
     }
 
-    api.patch("f", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert!(api.get_opt("f").await.unwrap().is_none());
 }
 
@@ -58,12 +70,20 @@ async fn background_propagation_deletes_dependents_after_owner() {
     let (s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
-    let owner = api.create(&PostParams::default(), &widget("o", "o.example.com")).await.unwrap();
-    cms.create(&PostParams::default(), &owned_cm("dep", &owner, false)).await.unwrap();
+    let owner = api
+        .create(&PostParams::default(), &widget("o", "o.example.com"))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &owned_cm("dep", &owner, false))
+        .await
+        .unwrap();
     let before = s.request_log().len();
     api.delete("o", &DeleteParams::background()).await.unwrap();
     assert!(api.get_opt("o").await.unwrap().is_none());
-    assert!(cms.get_opt("dep").await.unwrap().is_none(), "dependent collected");
+    assert!(
+        cms.get_opt("dep").await.unwrap().is_none(),
+        "dependent collected"
+    );
     assert!(s.request_log().len() > before);
 }
 
@@ -72,7 +92,10 @@ async fn foreground_propagation_holds_owner_until_blocking_dependents_go() {
     let (_s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
-    let owner = api.create(&PostParams::default(), &widget("fg", "fg.example.com")).await.unwrap();
+    let owner = api
+        .create(&PostParams::default(), &widget("fg", "fg.example.com"))
+        .await
+        .unwrap();
     let mut dep = owned_cm("held", &owner, true);
     dep.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     cms.create(&PostParams::default(), &dep).await.unwrap();
@@ -82,13 +105,23 @@ async fn foreground_propagation_holds_owner_until_blocking_dependents_go() {
     assert!(o.metadata.deletion_timestamp.is_some());
     assert!(o.finalizers().iter().any(|f| f == "foregroundDeletion"));
     let d = cms.get("held").await.unwrap();
-    assert!(d.metadata.deletion_timestamp.is_some(), "dependent is being deleted");
+    assert!(
+        d.metadata.deletion_timestamp.is_some(),
+        "dependent is being deleted"
+    );
 
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert!(cms.get_opt("held").await.unwrap().is_none());
-    assert!(api.get_opt("fg").await.unwrap().is_none(), "owner released once dependents are gone");
+    assert!(
+        api.get_opt("fg").await.unwrap().is_none(),
+        "owner released once dependents are gone"
+    );
 }
 
 #[tokio::test]
@@ -96,8 +129,13 @@ async fn orphan_propagation_removes_owner_references() {
     let (_s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
-    let owner = api.create(&PostParams::default(), &widget("orph", "orph.example.com")).await.unwrap();
-    cms.create(&PostParams::default(), &owned_cm("kept", &owner, false)).await.unwrap();
+    let owner = api
+        .create(&PostParams::default(), &widget("orph", "orph.example.com"))
+        .await
+        .unwrap();
+    cms.create(&PostParams::default(), &owned_cm("kept", &owner, false))
+        .await
+        .unwrap();
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Orphan),
         ..DeleteParams::default()
@@ -113,7 +151,9 @@ async fn preconditions_are_checked() {
     let (s, client) = server_with_widgets().await;
     let raw = Raw::new(&s);
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &widget("pre", "pre.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("pre", "pre.example.com"))
+        .await
+        .unwrap();
     let a = raw
         .send(
             "DELETE",
@@ -123,7 +163,12 @@ async fn preconditions_are_checked() {
         )
         .await;
     assert_eq!(a.status, 409);
-    assert!(a.body["message"].as_str().unwrap().contains("Precondition failed"));
+    assert!(
+        a.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Precondition failed")
+    );
     assert!(api.get_opt("pre").await.unwrap().is_some());
 }
 
@@ -133,13 +178,28 @@ async fn delete_collection_with_selector() {
     let raw = Raw::new(&s);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
     for (n, l) in [("a", "x"), ("b", "x"), ("c", "y")] {
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": n, "labels": {"g": l}}})).unwrap();
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": n, "labels": {"g": l}}})).unwrap();
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
-    let r = raw.send("DELETE", "/api/v1/namespaces/test/configmaps?labelSelector=g%3Dx", None, None).await;
+    let r = raw
+        .send(
+            "DELETE",
+            "/api/v1/namespaces/test/configmaps?labelSelector=g%3Dx",
+            None,
+            None,
+        )
+        .await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
-    let left: Vec<String> = cms.list(&Default::default()).await.unwrap().items.into_iter().map(|c| c.name_any()).collect();
+    let left: Vec<String> = cms
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.name_any())
+        .collect();
     assert_eq!(left, vec!["c"]);
 }
 
@@ -149,14 +209,26 @@ async fn deleting_the_crd_deletes_objects_and_stops_serving() {
     let (s, client) = server_with_widgets().await;
     let raw = Raw::new(&s);
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &with_finalizer("last")).await.unwrap();
+    api.create(&PostParams::default(), &with_finalizer("last"))
+        .await
+        .unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crds.get("widgets.example.com").await.unwrap();
     let conds = crd.status.unwrap().conditions.unwrap();
-    assert!(conds.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-    assert!(conds.iter().any(|c| c.type_ == "NamesAccepted" && c.status == "True"));
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+    );
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "NamesAccepted" && c.status == "True")
+    );
 
-    crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
     // Held by the instance's finalizer: still served, instance marked for deletion.
     let held = api.get("last").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
@@ -165,14 +237,71 @@ async fn deleting_the_crd_deletes_objects_and_stops_serving() {
             json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "new"}, "spec": {"domain": "n.example.com"}}))
         .await;
     assert_eq!(refused.status, 405);
-    api.patch("last", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    api.patch(
+        "last",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     common::eventually("CRD gone", Duration::from_secs(5), || {
         let crds = crds.clone();
-        async move { crds.get_opt("widgets.example.com").await.unwrap().is_none().then_some(()) }
+        async move {
+            crds.get_opt("widgets.example.com")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        }
     })
     .await;
-    assert_eq!(raw.get("/apis/example.com/v1/namespaces/test/widgets").await.status, 404);
+    assert_eq!(
+        raw.get("/apis/example.com/v1/namespaces/test/widgets")
+            .await
+            .status,
+        404
+    );
     assert_eq!(raw.get("/apis/example.com/v1").await.status, 404);
+}
+
+#[tokio::test]
+async fn terminating_namespace_refuses_new_content_until_emptied() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let (_s, client) = server_with_widgets().await;
+    let api = widgets(&client, "test");
+    api.create(&PostParams::default(), &with_finalizer("stuck"))
+        .await
+        .unwrap();
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.delete("test", &DeleteParams::default()).await.unwrap();
+    let ns = nss.get("test").await.unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_some());
+    assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
+    match api
+        .create(&PostParams::default(), &widget("late", "late.example.com"))
+        .await
+        .unwrap_err()
+    {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 403);
+            assert_eq!(s.reason, "Forbidden");
+            assert!(
+                s.message.contains("because it is being terminated"),
+                "{}",
+                s.message
+            );
+        }
+        e => panic!("unexpected {e}"),
+    }
+    api.patch(
+        "stuck",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        nss.get_opt("test").await.unwrap().is_none(),
+        "namespace removed once empty"
+    );
 }

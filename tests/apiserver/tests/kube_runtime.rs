@@ -24,21 +24,43 @@ fn cm(name: &str) -> ConfigMap {
 async fn sees_applied_objects(config: watcher::Config) {
     let (s, client) = server_with_widgets().await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
-    cms.create(&PostParams::default(), &cm("pre")).await.unwrap();
+    cms.create(&PostParams::default(), &cm("pre"))
+        .await
+        .unwrap();
     let mut stream = watcher(cms.clone(), config).applied_objects().boxed();
-    let first = tokio::time::timeout(T, stream.try_next()).await.unwrap().unwrap().unwrap();
+    let first = tokio::time::timeout(T, stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(first.name_any(), "pre");
-    cms.create(&PostParams::default(), &cm("post")).await.unwrap();
-    let second = tokio::time::timeout(T, stream.try_next()).await.unwrap().unwrap().unwrap();
+    cms.create(&PostParams::default(), &cm("post"))
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(T, stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(second.name_any(), "post");
     // The stream survives a dropped watch: it re-watches and keeps delivering.
     s.faults().drop_watches();
-    cms.patch("post", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "1"}})))
-        .await
-        .unwrap();
+    cms.patch(
+        "post",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "1"}})),
+    )
+    .await
+    .unwrap();
     let third = loop {
-        let o = tokio::time::timeout(T, stream.try_next()).await.unwrap().unwrap().unwrap();
-        if o.name_any() == "post" && o.data.as_ref().and_then(|d| d.get("v")).map(String::as_str) == Some("1") {
+        let o = tokio::time::timeout(T, stream.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if o.name_any() == "post"
+            && o.data.as_ref().and_then(|d| d.get("v")).map(String::as_str) == Some("1")
+        {
             break o;
         }
     };
@@ -64,11 +86,17 @@ async fn watcher_with_page_size_and_label_selector() {
         c.metadata.labels = Some([("even".to_string(), (i % 2 == 0).to_string())].into());
         cms.create(&PostParams::default(), &c).await.unwrap();
     }
-    let cfg = watcher::Config::default().labels("even=true").page_size(1).any_semantic();
+    let cfg = watcher::Config::default()
+        .labels("even=true")
+        .page_size(1)
+        .any_semantic();
     let (reader, writer) = reflector::store();
     let stream = reflector(writer, watcher(cms, cfg)).applied_objects();
     tokio::spawn(stream.for_each(|_| async {}));
-    tokio::time::timeout(T, reader.wait_until_ready()).await.unwrap().unwrap();
+    tokio::time::timeout(T, reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
     let mut names: Vec<String> = reader.state().iter().map(|c| c.name_any()).collect();
     names.sort();
     assert_eq!(names, vec!["c0", "c2", "c4"]);
@@ -78,7 +106,9 @@ async fn watcher_with_page_size_and_label_selector() {
 async fn controller_reconciles_custom_resources() {
     let (_s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &widget("ctl", "ctl.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("ctl", "ctl.example.com"))
+        .await
+        .unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let ctx = Arc::new((api.clone(), seen.clone()));
     let controller = Controller::new_with(api.clone(), watcher::Config::default(), common::widget_ar())
@@ -107,9 +137,13 @@ async fn controller_reconciles_custom_resources() {
         }
     })
     .await;
-    api.patch("ctl", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 3}})))
-        .await
-        .unwrap();
+    api.patch(
+        "ctl",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"size": 3}})),
+    )
+    .await
+    .unwrap();
     common::eventually("reconciled the new generation", T, || {
         let api = api.clone();
         async move {

@@ -16,7 +16,8 @@ async fn list_pages_with_limit_and_continue() {
     let (s, client) = server_with_widgets().await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
     for i in 0..5 {
-        let c: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("p{i}")}})).unwrap();
+        let c: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("p{i}")}})).unwrap();
         cms.create(&PostParams::default(), &c).await.unwrap();
     }
     let first = cms.list(&ListParams::default().limit(2)).await.unwrap();
@@ -26,9 +27,16 @@ async fn list_pages_with_limit_and_continue() {
     // A change after the first page does not show in later pages of the same list.
     let late: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "p9"}})).unwrap();
     cms.create(&PostParams::default(), &late).await.unwrap();
-    let second = cms.list(&ListParams::default().limit(2).continue_token(&token)).await.unwrap();
+    let second = cms
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
     let third = cms
-        .list(&ListParams::default().limit(2).continue_token(second.metadata.continue_.as_deref().unwrap()))
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token(second.metadata.continue_.as_deref().unwrap()),
+        )
         .await
         .unwrap();
     let names: Vec<String> = first
@@ -40,9 +48,14 @@ async fn list_pages_with_limit_and_continue() {
         .collect();
     assert_eq!(names, vec!["p0", "p1", "p2", "p3", "p4"]);
     assert!(third.metadata.continue_.is_none());
-    assert_eq!(first.metadata.resource_version, third.metadata.resource_version);
+    assert_eq!(
+        first.metadata.resource_version,
+        third.metadata.resource_version
+    );
     let raw = Raw::new(&s);
-    let bad = raw.get("/api/v1/namespaces/test/configmaps?continue=garbage").await;
+    let bad = raw
+        .get("/api/v1/namespaces/test/configmaps?continue=garbage")
+        .await;
     assert_eq!(bad.status, 400);
 }
 
@@ -54,17 +67,27 @@ async fn cluster_wide_list_and_selectors() {
     let mut a = widget("a", "a.example.com");
     a.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
     api.create(&PostParams::default(), &a).await.unwrap();
-    api.create(&PostParams::default(), &widget("b", "b.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("b", "b.example.com"))
+        .await
+        .unwrap();
     let all = raw.get("/apis/example.com/v1/widgets").await;
     assert_eq!(all.body["items"].as_array().unwrap().len(), 2);
     assert_eq!(all.body["kind"], "WidgetList");
-    let web = raw.get("/apis/example.com/v1/widgets?labelSelector=app%3Dweb").await;
+    let web = raw
+        .get("/apis/example.com/v1/widgets?labelSelector=app%3Dweb")
+        .await;
     assert_eq!(web.body["items"].as_array().unwrap().len(), 1);
-    let notweb = raw.get("/apis/example.com/v1/namespaces/test/widgets?labelSelector=app!%3Dweb").await;
+    let notweb = raw
+        .get("/apis/example.com/v1/namespaces/test/widgets?labelSelector=app!%3Dweb")
+        .await;
     assert_eq!(notweb.body["items"][0]["metadata"]["name"], "b");
-    let by_name = raw.get("/apis/example.com/v1/namespaces/test/widgets?fieldSelector=metadata.name%3Da").await;
+    let by_name = raw
+        .get("/apis/example.com/v1/namespaces/test/widgets?fieldSelector=metadata.name%3Da")
+        .await;
     assert_eq!(by_name.body["items"].as_array().unwrap().len(), 1);
-    let unsupported = raw.get("/apis/example.com/v1/namespaces/test/widgets?fieldSelector=spec.size%3D1").await;
+    let unsupported = raw
+        .get("/apis/example.com/v1/namespaces/test/widgets?fieldSelector=spec.size%3D1")
+        .await;
     assert_eq!(unsupported.status, 400);
 }
 
@@ -73,7 +96,9 @@ async fn tables_use_printer_columns() {
     let (s, client) = server_with_widgets().await;
     let raw = Raw::new(&s);
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &widget("t", "t.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("t", "t.example.com"))
+        .await
+        .unwrap();
     api.patch_status(
         "t",
         &PatchParams::default(),
@@ -82,10 +107,21 @@ async fn tables_use_printer_columns() {
     .await
     .unwrap();
     let t = raw
-        .send_with("GET", "/apis/example.com/v1/namespaces/test/widgets?limit=500", None, Some(TABLE), None)
+        .send_with(
+            "GET",
+            "/apis/example.com/v1/namespaces/test/widgets?limit=500",
+            None,
+            Some(TABLE),
+            None,
+        )
         .await;
     assert_eq!(t.body["kind"], "Table");
-    let cols: Vec<&str> = t.body["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let cols: Vec<&str> = t.body["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(cols, vec!["Name", "Domain", "Size", "Ready", "Age"]);
     let row = &t.body["rows"][0];
     assert_eq!(row["cells"][0], "t");
@@ -99,8 +135,13 @@ async fn tables_use_printer_columns() {
         .await;
     assert_eq!(single.body["rows"][0]["cells"][1], "Active");
     let meta = raw
-        .send_with("GET", "/apis/example.com/v1/namespaces/test/widgets", None,
-            Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"), None)
+        .send_with(
+            "GET",
+            "/apis/example.com/v1/namespaces/test/widgets",
+            None,
+            Some("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"),
+            None,
+        )
         .await;
     assert_eq!(meta.body["kind"], "PartialObjectMetadataList");
     assert!(meta.body["items"][0].get("spec").is_none());
@@ -110,7 +151,11 @@ async fn tables_use_printer_columns() {
 async fn injected_failures_latency_and_request_log() {
     let (s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
-    s.faults().fail_next(2, 500, RequestFilter::path("/widgets/f1").with_method("GET"));
+    s.faults().fail_next(
+        2,
+        500,
+        RequestFilter::path("/widgets/f1").with_method("GET"),
+    );
     s.faults().fail_next(1, 409, RequestFilter::method("POST"));
     for _ in 0..2 {
         match api.get("f1").await.unwrap_err() {
@@ -121,12 +166,18 @@ async fn injected_failures_latency_and_request_log() {
             e => panic!("unexpected {e}"),
         }
     }
-    match api.create(&PostParams::default(), &widget("f1", "f1.example.com")).await.unwrap_err() {
+    match api
+        .create(&PostParams::default(), &widget("f1", "f1.example.com"))
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(st) => assert_eq!(st.reason, "Conflict"),
         e => panic!("unexpected {e}"),
     }
     // Injections are used up: the next ones go through.
-    api.create(&PostParams::default(), &widget("f1", "f1.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("f1", "f1.example.com"))
+        .await
+        .unwrap();
     s.faults().set_latency(Duration::from_millis(10));
     api.get("f1").await.unwrap();
     s.faults().set_latency(Duration::ZERO);
@@ -148,13 +199,33 @@ async fn unsupported_things_are_refused_loudly() {
     let raw = Raw::new(&s);
     let w = raw.get("/api/v1/watch/namespaces/test/configmaps").await;
     assert_eq!(w.status, 501);
-    assert!(w.body["message"].as_str().unwrap().starts_with("not implemented by the test API server"));
-    let fin = raw.send("PUT", "/api/v1/namespaces/test/finalize", Some("application/json"), Some(json!({}))).await;
+    assert!(
+        w.body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("not implemented by the test API server")
+    );
+    let fin = raw
+        .send(
+            "PUT",
+            "/api/v1/namespaces/test/finalize",
+            Some("application/json"),
+            Some(json!({})),
+        )
+        .await;
     assert_eq!(fin.status, 501);
     let pb_only = raw
-        .send_with("GET", "/api/v1/namespaces/test/configmaps", None, Some("application/vnd.kubernetes.protobuf"), None)
+        .send_with(
+            "GET",
+            "/api/v1/namespaces/test/configmaps",
+            None,
+            Some("application/vnd.kubernetes.protobuf"),
+            None,
+        )
         .await;
     assert_eq!(pb_only.status, 406);
-    let post_item = raw.post("/api/v1/namespaces/test/configmaps/x", json!({})).await;
+    let post_item = raw
+        .post("/api/v1/namespaces/test/configmaps/x", json!({}))
+        .await;
     assert_eq!(post_item.status, 405);
 }

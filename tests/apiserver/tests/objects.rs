@@ -16,13 +16,22 @@ fn rv(o: &impl ResourceExt) -> u64 {
 async fn create_sets_uid_timestamp_generation_and_monotonic_rv() {
     let (_s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
-    let a = api.create(&PostParams::default(), &widget("a", "a.example.com")).await.unwrap();
-    let b = api.create(&PostParams::default(), &widget("b", "b.example.com")).await.unwrap();
+    let a = api
+        .create(&PostParams::default(), &widget("a", "a.example.com"))
+        .await
+        .unwrap();
+    let b = api
+        .create(&PostParams::default(), &widget("b", "b.example.com"))
+        .await
+        .unwrap();
     assert!(a.metadata.uid.as_deref().is_some_and(|u| u.len() == 36));
     assert!(a.metadata.creation_timestamp.is_some());
     assert_eq!(a.metadata.generation, Some(1));
     assert!(rv(&b) > rv(&a));
-    let again = api.create(&PostParams::default(), &widget("a", "a.example.com")).await.unwrap_err();
+    let again = api
+        .create(&PostParams::default(), &widget("a", "a.example.com"))
+        .await
+        .unwrap_err();
     match again {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 409);
@@ -40,26 +49,44 @@ async fn generation_bumps_on_spec_not_metadata_and_status_is_separate() {
     let mut w = widget("g", "g.example.com");
     w.data["status"] = json!({"observedGeneration": 99});
     let created = api.create(&PostParams::default(), &w).await.unwrap();
-    assert!(created.data.get("status").is_none(), "status dropped on create");
+    assert!(
+        created.data.get("status").is_none(),
+        "status dropped on create"
+    );
 
     let pp = PatchParams::default();
     let labelled = api
-        .patch("g", &pp, &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})))
+        .patch(
+            "g",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(labelled.metadata.generation, Some(1));
     assert!(rv(&labelled) > rv(&created));
 
-    let resized = api.patch("g", &pp, &Patch::Merge(json!({"spec": {"size": 3}}))).await.unwrap();
+    let resized = api
+        .patch("g", &pp, &Patch::Merge(json!({"spec": {"size": 3}})))
+        .await
+        .unwrap();
     assert_eq!(resized.metadata.generation, Some(2));
 
     // Status through the main endpoint is ignored.
     let ignored = api
-        .patch("g", &pp, &Patch::Merge(json!({"status": {"observedGeneration": 2}})))
+        .patch(
+            "g",
+            &pp,
+            &Patch::Merge(json!({"status": {"observedGeneration": 2}})),
+        )
         .await
         .unwrap();
     assert!(ignored.data.get("status").is_none());
-    assert_eq!(rv(&ignored), rv(&resized), "a no-op write keeps the resourceVersion");
+    assert_eq!(
+        rv(&ignored),
+        rv(&resized),
+        "a no-op write keeps the resourceVersion"
+    );
 
     // The status subresource changes only status and does not bump generation.
     let st = api
@@ -79,29 +106,51 @@ async fn generation_bumps_on_spec_not_metadata_and_status_is_separate() {
 async fn stale_resource_version_is_conflict_and_missing_one_is_invalid() {
     let (_s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
-    let created = api.create(&PostParams::default(), &widget("c", "c.example.com")).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &widget("c", "c.example.com"))
+        .await
+        .unwrap();
     let mut first = created.clone();
     first.data["spec"]["size"] = json!(4);
-    api.replace("c", &PostParams::default(), &first).await.unwrap();
+    api.replace("c", &PostParams::default(), &first)
+        .await
+        .unwrap();
     let mut stale = created.clone();
     stale.data["spec"]["size"] = json!(5);
-    match api.replace("c", &PostParams::default(), &stale).await.unwrap_err() {
+    match api
+        .replace("c", &PostParams::default(), &stale)
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 409);
             assert_eq!(s.reason, "Conflict");
-            assert!(s.message.contains("the object has been modified"), "{}", s.message);
+            assert!(
+                s.message.contains("the object has been modified"),
+                "{}",
+                s.message
+            );
         }
         e => panic!("unexpected {e}"),
     }
     let mut unconditional = created.clone();
     unconditional.metadata.resource_version = None;
-    match api.replace("c", &PostParams::default(), &unconditional).await.unwrap_err() {
+    match api
+        .replace("c", &PostParams::default(), &unconditional)
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => assert_eq!(s.code, 422),
         e => panic!("unexpected {e}"),
     }
     // A merge patch carrying a stale resourceVersion is a conflict too.
-    let p = json!({"metadata": {"resourceVersion": created.resource_version()}, "spec": {"size": 6}});
-    match api.patch("c", &PatchParams::default(), &Patch::Merge(p)).await.unwrap_err() {
+    let p =
+        json!({"metadata": {"resourceVersion": created.resource_version()}, "spec": {"size": 6}});
+    match api
+        .patch("c", &PatchParams::default(), &Patch::Merge(p))
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => assert_eq!(s.code, 409),
         e => panic!("unexpected {e}"),
     }
@@ -117,13 +166,22 @@ async fn names_generate_name_and_namespaces_are_checked() {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 422);
             assert_eq!(s.reason, "Invalid");
-            assert!(s.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\""), "{}", s.message);
+            assert!(
+                s.message.starts_with(
+                    "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\""
+                ),
+                "{}",
+                s.message
+            );
         }
         e => panic!("unexpected {e}"),
     }
     let generated: ConfigMap =
         serde_json::from_value(json!({"metadata": {"generateName": "cfg-"}})).unwrap();
-    let made = cms.create(&PostParams::default(), &generated).await.unwrap();
+    let made = cms
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
     let name = made.metadata.name.unwrap();
     assert!(name.starts_with("cfg-") && name.len() == 9, "{name}");
 
@@ -138,10 +196,16 @@ async fn names_generate_name_and_namespaces_are_checked() {
     assert_eq!(missing.body["details"]["kind"], "namespaces");
 
     let nameless = raw
-        .post("/api/v1/namespaces/test/configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}))
+        .post(
+            "/api/v1/namespaces/test/configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+        )
         .await;
     assert_eq!(nameless.status, 422);
-    assert_eq!(nameless.body["details"]["causes"][0]["field"], "metadata.name");
+    assert_eq!(
+        nameless.body["details"]["causes"][0]["field"],
+        "metadata.name"
+    );
 }
 
 #[tokio::test]
@@ -156,7 +220,11 @@ async fn get_and_delete_unknown_object_is_not_found() {
         e => panic!("unexpected {e}"),
     }
     assert!(api.get_opt("ghost").await.unwrap().is_none());
-    match api.delete("ghost", &DeleteParams::default()).await.unwrap_err() {
+    match api
+        .delete("ghost", &DeleteParams::default())
+        .await
+        .unwrap_err()
+    {
         kube::Error::Api(s) => assert_eq!(s.code, 404),
         e => panic!("unexpected {e}"),
     }
@@ -167,7 +235,9 @@ async fn patch_formats() {
     let (s, client) = server_with_widgets().await;
     let raw = Raw::new(&s);
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &widget("p", "p.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("p", "p.example.com"))
+        .await
+        .unwrap();
     // Strategic merge patch is refused for custom resources, as by kube-apiserver.
     let smp = raw
         .send(
@@ -182,10 +252,15 @@ async fn patch_formats() {
 
     // Strategic merge patch of a built-in.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "test");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "cm"}, "data": {"a": "1"}})).unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "cm"}, "data": {"a": "1"}})).unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
     let patched = cms
-        .patch("cm", &PatchParams::default(), &Patch::Strategic(json!({"data": {"b": "2"}})))
+        .patch(
+            "cm",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"data": {"b": "2"}})),
+        )
         .await
         .unwrap();
     let data = patched.data.unwrap();
@@ -194,7 +269,11 @@ async fn patch_formats() {
 
     // Merge patch with null removes a key.
     let merged = cms
-        .patch("cm", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": null}})))
+        .patch(
+            "cm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": null}})),
+        )
         .await
         .unwrap();
     assert!(!merged.data.unwrap().contains_key("a"));
@@ -205,20 +284,32 @@ async fn json_patch_applies_operations() {
     let (s, client) = server_with_widgets().await;
     let raw = Raw::new(&s);
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &widget("j", "j.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("j", "j.example.com"))
+        .await
+        .unwrap();
     let ops = json!([
         {"op": "replace", "path": "/spec/size", "value": 7},
         {"op": "add", "path": "/metadata/labels", "value": {"k": "v"}}
     ]);
     let a = raw
-        .send("PATCH", "/apis/example.com/v1/namespaces/test/widgets/j", Some("application/json-patch+json"), Some(ops))
+        .send(
+            "PATCH",
+            "/apis/example.com/v1/namespaces/test/widgets/j",
+            Some("application/json-patch+json"),
+            Some(ops),
+        )
         .await;
     assert_eq!(a.status, 200, "{}", a.text);
     assert_eq!(a.body["spec"]["size"], 7);
     assert_eq!(a.body["metadata"]["labels"]["k"], "v");
     let failing = json!([{"op": "test", "path": "/spec/size", "value": 1}]);
     let b = raw
-        .send("PATCH", "/apis/example.com/v1/namespaces/test/widgets/j", Some("application/json-patch+json"), Some(failing))
+        .send(
+            "PATCH",
+            "/apis/example.com/v1/namespaces/test/widgets/j",
+            Some("application/json-patch+json"),
+            Some(failing),
+        )
         .await;
     assert_eq!(b.status, 422, "{}", b.text);
 }
@@ -252,7 +343,11 @@ async fn server_side_apply_creates_then_updates_and_reports_conflicts() {
     let mut bob = body.clone();
     bob["spec"]["size"] = json!(4);
     let conflict = api
-        .patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(bob.clone()))
+        .patch(
+            "ssa",
+            &PatchParams::apply("bob"),
+            &Patch::Apply(bob.clone()),
+        )
         .await
         .unwrap_err();
     match conflict {
@@ -264,7 +359,11 @@ async fn server_side_apply_creates_then_updates_and_reports_conflicts() {
         e => panic!("unexpected {e}"),
     }
     let forced = api
-        .patch("ssa", &PatchParams::apply("bob").force(), &Patch::Apply(bob))
+        .patch(
+            "ssa",
+            &PatchParams::apply("bob").force(),
+            &Patch::Apply(bob),
+        )
         .await
         .unwrap();
     assert_eq!(forced.data["spec"]["size"], 4);
@@ -287,20 +386,38 @@ async fn field_validation_strict_warn_and_dry_run() {
     let body = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "fv"},
         "spec": {"domain": "fv.example.com", "x": 1}});
     let strict = raw
-        .post("/apis/example.com/v1/namespaces/test/widgets?fieldValidation=Strict", body.clone())
+        .post(
+            "/apis/example.com/v1/namespaces/test/widgets?fieldValidation=Strict",
+            body.clone(),
+        )
         .await;
     assert_eq!(strict.status, 400, "{}", strict.text);
     assert_eq!(strict.body["reason"], "BadRequest");
-    assert_eq!(strict.body["message"], "strict decoding error: unknown field \"spec.x\"");
+    assert_eq!(
+        strict.body["message"],
+        "strict decoding error: unknown field \"spec.x\""
+    );
 
     let dry = raw
-        .post("/apis/example.com/v1/namespaces/test/widgets?dryRun=All&fieldValidation=Ignore", body.clone())
+        .post(
+            "/apis/example.com/v1/namespaces/test/widgets?dryRun=All&fieldValidation=Ignore",
+            body.clone(),
+        )
         .await;
     assert_eq!(dry.status, 201);
     assert!(dry.body["spec"].get("x").is_none(), "unknown field pruned");
-    assert!(widgets(&client, "test").get_opt("fv").await.unwrap().is_none(), "dry run stored nothing");
+    assert!(
+        widgets(&client, "test")
+            .get_opt("fv")
+            .await
+            .unwrap()
+            .is_none(),
+        "dry run stored nothing"
+    );
 
-    let warned = raw.post("/apis/example.com/v1/namespaces/test/widgets", body).await;
+    let warned = raw
+        .post("/apis/example.com/v1/namespaces/test/widgets", body)
+        .await;
     assert_eq!(warned.status, 201);
     let warning = warned.headers.get("warning").unwrap().to_str().unwrap();
     assert!(warning.contains("unknown field"), "{warning}");
@@ -317,7 +434,9 @@ async fn invalid_custom_resource_is_422_naming_the_field() {
             assert_eq!(s.code, 422);
             assert_eq!(s.reason, "Invalid");
             assert!(
-                s.message.starts_with("Widget.example.com \"big\" is invalid: spec.size: Invalid value: 42"),
+                s.message.starts_with(
+                    "Widget.example.com \"big\" is invalid: spec.size: Invalid value: 42"
+                ),
                 "{}",
                 s.message
             );
@@ -325,10 +444,17 @@ async fn invalid_custom_resource_is_422_naming_the_field() {
         e => panic!("unexpected {e}"),
     }
     // The CEL rule keeps spec.domain immutable.
-    let created = api.create(&PostParams::default(), &widget("imm", "imm.example.com")).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &widget("imm", "imm.example.com"))
+        .await
+        .unwrap();
     assert_eq!(created.data["spec"]["size"], 2);
     let err = api
-        .patch("imm", &PatchParams::default(), &Patch::Merge(json!({"spec": {"domain": "other.example.com"}})))
+        .patch(
+            "imm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"domain": "other.example.com"}})),
+        )
         .await
         .unwrap_err();
     match err {
@@ -355,7 +481,9 @@ async fn defaults_are_applied() {
 async fn secrets_merge_string_data_and_events_convert_between_apis() {
     let (s, client) = server_with_widgets().await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "test");
-    let sec: Secret = serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}})).unwrap();
+    let sec: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}}))
+            .unwrap();
     let made = secrets.create(&PostParams::default(), &sec).await.unwrap();
     assert_eq!(made.data.unwrap()["k"].0, b"v".to_vec());
     assert!(made.string_data.is_none());
@@ -375,7 +503,9 @@ async fn secrets_merge_string_data_and_events_convert_between_apis() {
     let core = raw.get("/api/v1/namespaces/test/events/e1").await;
     assert_eq!(core.body["message"], "made it");
     assert_eq!(core.body["involvedObject"]["name"], "w");
-    let listed = raw.get("/api/v1/namespaces/test/events?fieldSelector=involvedObject.name%3Dw").await;
+    let listed = raw
+        .get("/api/v1/namespaces/test/events?fieldSelector=involvedObject.name%3Dw")
+        .await;
     assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
 }
 
@@ -393,7 +523,9 @@ async fn namespaces_start_and_deleting_one_deletes_its_objects() {
         .collect();
     assert!(names.contains(&"default".to_string()) && names.contains(&"kube-system".to_string()));
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &widget("n1", "n1.example.com")).await.unwrap();
+    api.create(&PostParams::default(), &widget("n1", "n1.example.com"))
+        .await
+        .unwrap();
     nss.delete("test", &DeleteParams::default()).await.unwrap();
     assert!(api.get_opt("n1").await.unwrap().is_none());
     assert!(nss.get_opt("test").await.unwrap().is_none());

@@ -10,8 +10,14 @@ use serde_json::{Value, json};
 #[test]
 fn merge_patch_merges_deletes_and_replaces_lists() {
     let mut target = json!({"spec": {"a": 1, "b": 2, "list": [1, 2]}, "keep": true});
-    merge_patch(&mut target, &json!({"spec": {"b": null, "c": 3, "list": [3]}}));
-    assert_eq!(target, json!({"spec": {"a": 1, "c": 3, "list": [3]}, "keep": true}));
+    merge_patch(
+        &mut target,
+        &json!({"spec": {"b": null, "c": 3, "list": [3]}}),
+    );
+    assert_eq!(
+        target,
+        json!({"spec": {"a": 1, "c": 3, "list": [3]}, "keep": true})
+    );
 }
 
 /// RFC 6902: operations apply in order; a failing operation leaves the target unchanged.
@@ -27,7 +33,10 @@ fn json_patch_applies_atomically() {
         ]),
     )
     .expect("valid patch");
-    assert_eq!(target, json!({"metadata": {"labels": {"b": "2"}}, "spec": {"x": 5}}));
+    assert_eq!(
+        target,
+        json!({"metadata": {"labels": {"b": "2"}}, "spec": {"x": 5}})
+    );
 
     let before = target.clone();
     let err = json_patch(
@@ -73,7 +82,10 @@ fn strategic_merge_patch_directives() {
         }),
     )
     .expect("valid");
-    assert_eq!(obj, json!({"data": {"c": "3"}, "spec": {"x": 1, "w": 4}, "metadata": {"finalizers": ["f2", "f3"]}}));
+    assert_eq!(
+        obj,
+        json!({"data": {"c": "3"}, "spec": {"x": 1, "w": 4}, "metadata": {"finalizers": ["f2", "f3"]}})
+    );
 
     assert!(strategic_merge_patch(&mut obj, &json!({"data": {"$patch": "explode"}})).is_err());
     assert!(strategic_merge_patch(&mut obj, &json!(["not", "an", "object"])).is_err());
@@ -105,12 +117,19 @@ fn strategic_merge_patch_keyed_lists() {
             "spec": {"finalizers": [], "list": [3]}
         })
     );
-    strategic_merge_patch(&mut obj, &json!({"status": {"conditions": [{"$patch": "replace"}, {"type": "Only"}]}})).expect("valid");
+    strategic_merge_patch(
+        &mut obj,
+        &json!({"status": {"conditions": [{"$patch": "replace"}, {"type": "Only"}]}}),
+    )
+    .expect("valid");
     assert_eq!(obj["status"]["conditions"], json!([{"type": "Only"}]));
 }
 
 fn managed(obj: &Value) -> Vec<Value> {
-    obj.pointer("/metadata/managedFields").and_then(Value::as_array).cloned().unwrap_or_default()
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn entry<'a>(entries: &'a [Value], manager: &str, operation: &str) -> &'a Value {
@@ -139,64 +158,176 @@ fn apply_creates_and_reapply_removes_dropped_fields() {
     assert_eq!(e["apiVersion"], "example.com/v1");
     assert!(e["time"].as_str().is_some_and(|t| t.ends_with('Z')));
     assert!(e.get("subresource").is_none());
-    assert_eq!(e["fieldsV1"], json!({"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:name": {}, "f:note": {}}}));
+    assert_eq!(
+        e["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:name": {}, "f:note": {}}})
+    );
 
-    let second = server_side_apply(Some(&created), &widget(json!({"name": "x"})), "op", false, None, None).expect("re-apply");
+    let second = server_side_apply(
+        Some(&created),
+        &widget(json!({"name": "x"})),
+        "op",
+        false,
+        None,
+        None,
+    )
+    .expect("re-apply");
     assert_eq!(second["spec"], json!({"name": "x"}));
     assert!(second["metadata"].get("labels").is_none(), "{second}");
-    assert_eq!(entry(&managed(&second), "op", "Apply")["fieldsV1"], json!({"f:spec": {"f:name": {}}}));
+    assert_eq!(
+        entry(&managed(&second), "op", "Apply")["fieldsV1"],
+        json!({"f:spec": {"f:name": {}}})
+    );
 }
 
 /// Another manager's different value conflicts; the same value is shared; force takes over.
 #[test]
 fn apply_conflicts_and_force() {
-    let live = server_side_apply(None, &widget(json!({"name": "x", "size": 1})), "op", false, None, None).expect("create");
+    let live = server_side_apply(
+        None,
+        &widget(json!({"name": "x", "size": 1})),
+        "op",
+        false,
+        None,
+        None,
+    )
+    .expect("create");
 
-    let err = server_side_apply(Some(&live), &widget(json!({"name": "y"})), "other", false, None, None)
-        .expect_err("conflict");
-    assert_eq!(err, ApplyConflict { conflicts: vec![(".spec.name".to_string(), "op".to_string())] });
-    assert_eq!(err.message("example.com/v1"), "Apply failed with 1 conflict: conflict with \"op\" using example.com/v1: .spec.name");
+    let err = server_side_apply(
+        Some(&live),
+        &widget(json!({"name": "y"})),
+        "other",
+        false,
+        None,
+        None,
+    )
+    .expect_err("conflict");
+    assert_eq!(
+        err,
+        ApplyConflict {
+            conflicts: vec![(".spec.name".to_string(), "op".to_string())]
+        }
+    );
+    assert_eq!(
+        err.message("example.com/v1"),
+        "Apply failed with 1 conflict: conflict with \"op\" using example.com/v1: .spec.name"
+    );
 
-    let shared = server_side_apply(Some(&live), &widget(json!({"name": "x"})), "other", false, None, None).expect("same value");
+    let shared = server_side_apply(
+        Some(&live),
+        &widget(json!({"name": "x"})),
+        "other",
+        false,
+        None,
+        None,
+    )
+    .expect("same value");
     let entries = managed(&shared);
-    assert_eq!(entry(&entries, "other", "Apply")["fieldsV1"], json!({"f:spec": {"f:name": {}}}));
-    assert_eq!(entry(&entries, "op", "Apply")["fieldsV1"], json!({"f:spec": {"f:name": {}, "f:size": {}}}));
+    assert_eq!(
+        entry(&entries, "other", "Apply")["fieldsV1"],
+        json!({"f:spec": {"f:name": {}}})
+    );
+    assert_eq!(
+        entry(&entries, "op", "Apply")["fieldsV1"],
+        json!({"f:spec": {"f:name": {}, "f:size": {}}})
+    );
 
-    let forced = server_side_apply(Some(&live), &widget(json!({"name": "y"})), "other", true, None, None).expect("forced");
+    let forced = server_side_apply(
+        Some(&live),
+        &widget(json!({"name": "y"})),
+        "other",
+        true,
+        None,
+        None,
+    )
+    .expect("forced");
     assert_eq!(forced["spec"], json!({"name": "y", "size": 1}));
     let entries = managed(&forced);
-    assert_eq!(entry(&entries, "op", "Apply")["fieldsV1"], json!({"f:spec": {"f:size": {}}}));
-    assert_eq!(entry(&entries, "other", "Apply")["fieldsV1"], json!({"f:spec": {"f:name": {}}}));
+    assert_eq!(
+        entry(&entries, "op", "Apply")["fieldsV1"],
+        json!({"f:spec": {"f:size": {}}})
+    );
+    assert_eq!(
+        entry(&entries, "other", "Apply")["fieldsV1"],
+        json!({"f:spec": {"f:name": {}}})
+    );
 
     // "op" no longer owns spec.name: dropping it from op's apply keeps other's value.
-    let after = server_side_apply(Some(&forced), &widget(json!({"size": 1})), "op", false, None, None).expect("re-apply");
+    let after = server_side_apply(
+        Some(&forced),
+        &widget(json!({"size": 1})),
+        "op",
+        false,
+        None,
+        None,
+    )
+    .expect("re-apply");
     assert_eq!(after["spec"], json!({"name": "y", "size": 1}));
 }
 
 /// A field co-owned by another manager survives its removal from one manager's apply.
 #[test]
 fn removal_keeps_fields_other_managers_own() {
-    let live = server_side_apply(None, &widget(json!({"name": "x", "size": 1})), "op", false, None, None).expect("create");
-    let shared = server_side_apply(Some(&live), &widget(json!({"size": 1})), "other", false, None, None).expect("share");
-    let after = server_side_apply(Some(&shared), &widget(json!({"name": "x"})), "op", false, None, None).expect("drop size");
+    let live = server_side_apply(
+        None,
+        &widget(json!({"name": "x", "size": 1})),
+        "op",
+        false,
+        None,
+        None,
+    )
+    .expect("create");
+    let shared = server_side_apply(
+        Some(&live),
+        &widget(json!({"size": 1})),
+        "other",
+        false,
+        None,
+        None,
+    )
+    .expect("share");
+    let after = server_side_apply(
+        Some(&shared),
+        &widget(json!({"name": "x"})),
+        "op",
+        false,
+        None,
+        None,
+    )
+    .expect("drop size");
     assert_eq!(after["spec"], json!({"name": "x", "size": 1}));
 }
 
 /// Status applied through the status subresource gets its own entry and touches only status.
 #[test]
 fn status_subresource_entries_are_separate() {
-    let live = server_side_apply(None, &widget(json!({"name": "x"})), "op", false, None, None).expect("create");
+    let live = server_side_apply(None, &widget(json!({"name": "x"})), "op", false, None, None)
+        .expect("create");
     let mut status_apply = widget(json!({"name": "ignored"}));
     status_apply["status"] = json!({"phase": "Ready"});
-    let after = server_side_apply(Some(&live), &status_apply, "controller", false, Some("status"), None).expect("status");
+    let after = server_side_apply(
+        Some(&live),
+        &status_apply,
+        "controller",
+        false,
+        Some("status"),
+        None,
+    )
+    .expect("status");
     assert_eq!(after["spec"], json!({"name": "x"}));
     assert_eq!(after["status"], json!({"phase": "Ready"}));
     let entries = managed(&after);
     assert_eq!(entries.len(), 2);
     let status_entry = entry(&entries, "controller", "Apply");
     assert_eq!(status_entry["subresource"], "status");
-    assert_eq!(status_entry["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
-    assert_eq!(entry(&entries, "op", "Apply")["fieldsV1"], json!({"f:spec": {"f:name": {}}}));
+    assert_eq!(
+        status_entry["fieldsV1"],
+        json!({"f:status": {"f:phase": {}}})
+    );
+    assert_eq!(
+        entry(&entries, "op", "Apply")["fieldsV1"],
+        json!({"f:spec": {"f:name": {}}})
+    );
 }
 
 fn conditions_schema() -> Value {
@@ -245,22 +376,61 @@ fn list_map_conditions_merge_by_type() {
 
     let err = server_side_apply(
         Some(&b),
-        &with_conditions(json!([{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "False"}])),
+        &with_conditions(
+            json!([{"type": "Synced", "status": "False"}, {"type": "Ready", "status": "False"}]),
+        ),
         "b",
         false,
         Some("status"),
         Some(&schema),
     )
     .expect_err("b changes a's condition");
-    assert_eq!(err.conflicts, vec![(".status.conditions[type=\"Ready\"].status".to_string(), "a".to_string())]);
+    assert_eq!(
+        err.conflicts,
+        vec![(
+            ".status.conditions[type=\"Ready\"].status".to_string(),
+            "a".to_string()
+        )]
+    );
 
     // a drops its condition: the item goes, b's stays.
-    let c = server_side_apply(Some(&b), &with_conditions(json!([])), "a", false, Some("status"), Some(&schema)).expect("a drops");
-    assert_eq!(c["status"]["conditions"], json!([{"type": "Synced", "status": "False"}]));
+    let c = server_side_apply(
+        Some(&b),
+        &with_conditions(json!([])),
+        "a",
+        false,
+        Some("status"),
+        Some(&schema),
+    )
+    .expect("a drops");
+    assert_eq!(
+        c["status"]["conditions"],
+        json!([{"type": "Synced", "status": "False"}])
+    );
 
-    // Without the schema the list is atomic: b's apply replaces it and conflicts with a.
-    let atomic = server_side_apply(Some(&a), &with_conditions(json!([{"type": "Synced"}])), "b", false, Some("status"), None);
-    assert!(atomic.is_err());
+    // Without the schema the list is atomic: b's apply would replace a's list, a conflict.
+    let a_atomic = server_side_apply(
+        None,
+        &with_conditions(json!([{"type": "Ready"}])),
+        "a",
+        false,
+        Some("status"),
+        None,
+    )
+    .expect("a");
+    let err = server_side_apply(
+        Some(&a_atomic),
+        &with_conditions(json!([{"type": "Synced"}])),
+        "b",
+        false,
+        Some("status"),
+        None,
+    )
+    .expect_err("atomic list conflict");
+    assert_eq!(
+        err.conflicts,
+        vec![(".status.conditions".to_string(), "a".to_string())]
+    );
 }
 
 /// Updates own what they change (new maps with `.`), take fields from appliers, and never
@@ -287,11 +457,19 @@ fn updates_record_ownership() {
     .expect("same value is shared");
     let mut updated = applied.clone();
     updated["data"]["j"] = json!("eA==");
-    updated["metadata"].as_object_mut().map(|m| m.remove("managedFields"));
+    updated["metadata"]
+        .as_object_mut()
+        .map(|m| m.remove("managedFields"));
     record_update(Some(&applied), &mut updated, "editor", None);
     let entries = managed(&updated);
-    assert_eq!(entry(&entries, "editor", "Update")["fieldsV1"], json!({"f:data": {"f:j": {}}}));
-    assert_eq!(entry(&entries, "applier", "Apply")["fieldsV1"], json!({"f:data": {"f:k": {}}}));
+    assert_eq!(
+        entry(&entries, "editor", "Update")["fieldsV1"],
+        json!({"f:data": {"f:j": {}}})
+    );
+    assert_eq!(
+        entry(&entries, "applier", "Apply")["fieldsV1"],
+        json!({"f:data": {"f:k": {}}})
+    );
 
     let err = server_side_apply(
         Some(&updated),
@@ -302,13 +480,19 @@ fn updates_record_ownership() {
         None,
     )
     .expect_err("editor owns data.j now");
-    assert_eq!(err.conflicts, vec![(".data.j".to_string(), "editor".to_string())]);
+    assert_eq!(
+        err.conflicts,
+        vec![(".data.j".to_string(), "editor".to_string())]
+    );
 
     // Removing a field removes it from every manager.
     let mut removed = updated.clone();
     removed["data"].as_object_mut().map(|m| m.remove("j"));
     record_update(Some(&updated), &mut removed, "editor", None);
-    assert!(managed(&removed).iter().all(|e| e["manager"] != "editor"), "{removed}");
+    assert!(
+        managed(&removed).iter().all(|e| e["manager"] != "editor"),
+        "{removed}"
+    );
 }
 
 /// Finalizers merge as a set and owner references by uid, without a schema.
@@ -321,7 +505,11 @@ fn apply_metadata_lists_follow_object_meta() {
     second["metadata"]["finalizers"] = json!(["b/f"]);
     let both = server_side_apply(Some(&live), &second, "two", false, None, None).expect("second");
     assert_eq!(both["metadata"]["finalizers"], json!(["a/f", "b/f"]));
-    assert_eq!(entry(&managed(&both), "two", "Apply")["fieldsV1"], json!({"f:metadata": {"f:finalizers": {"v:\"b/f\"": {}}}, "f:spec": {}}));
-    let dropped = server_side_apply(Some(&both), &widget(json!({})), "one", false, None, None).expect("drop");
+    assert_eq!(
+        entry(&managed(&both), "two", "Apply")["fieldsV1"],
+        json!({"f:metadata": {"f:finalizers": {"v:\"b/f\"": {}}}, "f:spec": {}})
+    );
+    let dropped =
+        server_side_apply(Some(&both), &widget(json!({})), "one", false, None, None).expect("drop");
     assert_eq!(dropped["metadata"]["finalizers"], json!(["b/f"]));
 }

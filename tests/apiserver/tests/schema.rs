@@ -88,7 +88,12 @@ fn keywords_pass_and_fail_like_kube_apiserver() {
 
     // (spec, path, reason, message)
     let failing: Vec<(Value, &str, &str, &str)> = vec![
-        (json!({}), "spec.domain", "FieldValueRequired", "Required value"),
+        (
+            json!({}),
+            "spec.domain",
+            "FieldValueRequired",
+            "Required value",
+        ),
         (
             json!({"domain": 5}),
             "spec.domain",
@@ -101,7 +106,12 @@ fn keywords_pass_and_fail_like_kube_apiserver() {
             "FieldValueInvalid",
             "Invalid value: \"Bad_Domain\": spec.domain in body should match '^[a-z0-9.-]+$'",
         ),
-        (json!({"domain": "a".repeat(21)}), "spec.domain", "FieldValueTooLong", "Too long: may not be longer than 20"),
+        (
+            json!({"domain": "a".repeat(21)}),
+            "spec.domain",
+            "FieldValueTooLong",
+            "Too long: may not be longer than 20",
+        ),
         (
             json!({"domain": "a", "note": ""}),
             "spec.note",
@@ -126,14 +136,24 @@ fn keywords_pass_and_fail_like_kube_apiserver() {
             "FieldValueInvalid",
             "Invalid value: 11: spec.count in body should be less than or equal to 10",
         ),
-        (json!({"domain": "a", "ratio": 1}), "spec.ratio", "FieldValueInvalid", "Invalid value: 1: spec.ratio in body should be less than 1"),
+        (
+            json!({"domain": "a", "ratio": 1}),
+            "spec.ratio",
+            "FieldValueInvalid",
+            "Invalid value: 1: spec.ratio in body should be less than 1",
+        ),
         (
             json!({"domain": "a", "ratio": 0}),
             "spec.ratio",
             "FieldValueInvalid",
             "Invalid value: 0: spec.ratio in body should be greater than 0",
         ),
-        (json!({"domain": "a", "step": 7}), "spec.step", "FieldValueInvalid", "Invalid value: 7: spec.step in body should be a multiple of 5"),
+        (
+            json!({"domain": "a", "step": 7}),
+            "spec.step",
+            "FieldValueInvalid",
+            "Invalid value: 7: spec.step in body should be a multiple of 5",
+        ),
         (
             json!({"domain": "a", "port": true}),
             "spec.port",
@@ -170,14 +190,24 @@ fn keywords_pass_and_fail_like_kube_apiserver() {
             "FieldValueInvalid",
             "Invalid value: []interface {}{\"x\", \"x\"}: spec.names in body shouldn't contain duplicates",
         ),
-        (json!({"domain": "a", "tags": ["x", "y", "x"]}), "spec.tags[2]", "FieldValueDuplicate", "Duplicate value: \"x\""),
+        (
+            json!({"domain": "a", "tags": ["x", "y", "x"]}),
+            "spec.tags[2]",
+            "FieldValueDuplicate",
+            "Duplicate value: \"x\"",
+        ),
         (
             json!({"domain": "a", "conditions": [{"type": "Ready"}, {"type": "Ready", "status": "True"}]}),
             "spec.conditions[1]",
             "FieldValueDuplicate",
             "Duplicate value: map[string]interface {}{\"type\":\"Ready\"}",
         ),
-        (json!({"domain": "a", "conditions": [{"status": "True"}]}), "spec.conditions[0].type", "FieldValueRequired", "Required value"),
+        (
+            json!({"domain": "a", "conditions": [{"status": "True"}]}),
+            "spec.conditions[0].type",
+            "FieldValueRequired",
+            "Required value",
+        ),
         (
             json!({"domain": "a", "labels": {"a": "1", "b": "2", "c": "3"}}),
             "spec.labels",
@@ -235,9 +265,15 @@ fn keywords_pass_and_fail_like_kube_apiserver() {
     ];
     for (spec, path, reason, message) in failing {
         let errs = errors_for(spec.clone());
-        let first = errs.first().unwrap_or_else(|| panic!("{spec} passed, expected {message}"));
+        let first = errs
+            .first()
+            .unwrap_or_else(|| panic!("{spec} passed, expected {message}"));
         assert_eq!(
-            (first.path.as_str(), first.reason_str(), first.message.as_str()),
+            (
+                first.path.as_str(),
+                first.reason_str(),
+                first.message.as_str()
+            ),
             (path, reason, message),
             "{spec}: {errs:?}"
         );
@@ -249,20 +285,37 @@ fn keywords_pass_and_fail_like_kube_apiserver() {
 fn any_of_reports_the_first_branch_errors() {
     let errs = errors_for(json!({"domain": "a", "ref": {}}));
     assert_eq!(errs.len(), 2, "{errs:?}");
-    assert_eq!((errs[1].path.as_str(), errs[1].reason_str()), ("spec.ref.name", "FieldValueRequired"));
+    assert_eq!(
+        (errs[1].path.as_str(), errs[1].reason_str()),
+        ("spec.ref.name", "FieldValueRequired")
+    );
 }
 
 /// Unknown fields are pruned and listed, `apiVersion`/`kind`/`metadata` survive, preserved
 /// subtrees keep their content.
 #[test]
 fn pruning_drops_unknown_fields_and_reports_them() {
-    let mut obj = object(json!({"domain": "a", "bogus": 1, "selector": {"free": true}, "conditions": [{"type": "A", "extra": 1}]}));
+    let mut obj = object(
+        json!({"domain": "a", "bogus": 1, "selector": {"free": true}, "conditions": [{"type": "A", "extra": 1}]}),
+    );
     obj["status"] = json!({"x": 1});
     obj["metadata"]["unknownMeta"] = json!(true);
     let mut unknown = unknown_fields(&schema(), &obj);
     unknown.sort();
-    assert_eq!(unknown, vec!["metadata.unknownMeta", "spec.bogus", "spec.conditions[0].extra", "status"]);
-    assert_eq!(obj["spec"]["bogus"], json!(1), "unknown_fields must not mutate");
+    assert_eq!(
+        unknown,
+        vec![
+            "metadata.unknownMeta",
+            "spec.bogus",
+            "spec.conditions[0].extra",
+            "status"
+        ]
+    );
+    assert_eq!(
+        obj["spec"]["bogus"],
+        json!(1),
+        "unknown_fields must not mutate"
+    );
 
     admit(&schema(), &mut obj, None).expect("valid after pruning");
     assert_eq!(
@@ -279,9 +332,13 @@ fn defaults_apply_before_validation() {
         "deletionPolicy": {"type": "string", "enum": ["Delete", "Orphan"], "default": "Delete"},
         "apiKey": {"type": "object", "properties": {"permissionType": {"type": "string", "default": "all"}}}
     }}}});
-    let mut obj = json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n"}, "spec": {"apiKey": {}}});
+    let mut obj =
+        json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n"}, "spec": {"apiKey": {}}});
     admit(&schema, &mut obj, None).expect("valid");
-    assert_eq!(obj["spec"], json!({"deletionPolicy": "Delete", "apiKey": {"permissionType": "all"}}));
+    assert_eq!(
+        obj["spec"],
+        json!({"deletionPolicy": "Delete", "apiKey": {"permissionType": "all"}})
+    );
 
     let mut absent = json!({"apiVersion": "v", "kind": "K", "metadata": {"name": "n"}});
     admit(&schema, &mut absent, None).expect("valid");
@@ -328,7 +385,10 @@ fn cel_errors(spec: Value, old_spec: Option<Value>) -> Vec<(String, String, Stri
     let old = old_spec.map(cel_object);
     match admit(&cel_schema(), &mut obj, old.as_ref()) {
         Ok(()) => Vec::new(),
-        Err(errs) => errs.into_iter().map(|e| (e.path.clone(), e.reason_str().to_string(), e.message)).collect(),
+        Err(errs) => errs
+            .into_iter()
+            .map(|e| (e.path.clone(), e.reason_str().to_string(), e.message))
+            .collect(),
     }
 }
 
@@ -340,13 +400,23 @@ fn one(path: &str, reason: &str, message: &str) -> Vec<(String, String, String)>
 #[test]
 fn immutability_rule_is_a_transition_rule() {
     assert_eq!(cel_errors(json!({"domain": "a.com"}), None), vec![]);
-    assert_eq!(cel_errors(json!({"domain": "a.com"}), Some(json!({"domain": "a.com"}))), vec![]);
+    assert_eq!(
+        cel_errors(json!({"domain": "a.com"}), Some(json!({"domain": "a.com"}))),
+        vec![]
+    );
     assert_eq!(
         cel_errors(json!({"domain": "b.com"}), Some(json!({"domain": "a.com"}))),
-        one("spec.domain", "FieldValueInvalid", "Invalid value: \"string\": domain is immutable")
+        one(
+            "spec.domain",
+            "FieldValueInvalid",
+            "Invalid value: \"string\": domain is immutable"
+        )
     );
     // The field did not exist before: the transition rule does not run.
-    assert_eq!(cel_errors(json!({"domain": "b.com"}), Some(json!({}))), vec![]);
+    assert_eq!(
+        cel_errors(json!({"domain": "b.com"}), Some(json!({}))),
+        vec![]
+    );
 }
 
 /// Default messages, messageExpression, fieldPath and reason shape the error.
@@ -362,17 +432,32 @@ fn rule_messages_paths_and_reasons() {
     );
     assert_eq!(
         cel_errors(json!({"mode": "Secret"}), None),
-        one("spec.secretName", "FieldValueRequired", "Required value: secretName is required in Secret mode")
+        one(
+            "spec.secretName",
+            "FieldValueRequired",
+            "Required value: secretName is required in Secret mode"
+        )
     );
     assert_eq!(
         cel_errors(json!({"domain": "x.invalid"}), None),
-        one("spec.domain", "FieldValueInvalid", "Invalid value: \"string\": domain x.invalid is reserved")
+        one(
+            "spec.domain",
+            "FieldValueInvalid",
+            "Invalid value: \"string\": domain x.invalid is reserved"
+        )
     );
     assert_eq!(
         cel_errors(json!({"allowedIps": ["10.0.0.1", "nope"]}), None),
-        one("spec.allowedIps", "FieldValueForbidden", "Forbidden: every entry must be an IP address")
+        one(
+            "spec.allowedIps",
+            "FieldValueForbidden",
+            "Forbidden: every entry must be an IP address"
+        )
     );
-    assert_eq!(cel_errors(json!({"allowedIps": ["10.0.0.1", "2001:db8::1"]}), None), vec![]);
+    assert_eq!(
+        cel_errors(json!({"allowedIps": ["10.0.0.1", "2001:db8::1"]}), None),
+        vec![]
+    );
 }
 
 /// An evaluation error is reported with the rule, as cel-go words it.
@@ -380,7 +465,11 @@ fn rule_messages_paths_and_reasons() {
 fn evaluation_errors_name_the_rule() {
     assert_eq!(
         cel_errors(json!({"broken": {"other": 1}}), None),
-        one("spec.broken", "FieldValueInvalid", "Invalid value: \"object\": no such key: missing evaluating rule: self.missing == 1")
+        one(
+            "spec.broken",
+            "FieldValueInvalid",
+            "Invalid value: \"object\": no such key: missing evaluating rule: self.missing == 1"
+        )
     );
 }
 
@@ -388,10 +477,17 @@ fn evaluation_errors_name_the_rule() {
 #[test]
 fn optional_old_self_runs_on_create() {
     assert_eq!(cel_errors(json!({"counter": 1}), None), vec![]);
-    assert_eq!(cel_errors(json!({"counter": 5}), Some(json!({"counter": 3}))), vec![]);
+    assert_eq!(
+        cel_errors(json!({"counter": 5}), Some(json!({"counter": 3}))),
+        vec![]
+    );
     assert_eq!(
         cel_errors(json!({"counter": 2}), Some(json!({"counter": 3}))),
-        one("spec.counter", "FieldValueInvalid", "Invalid value: \"integer\": counter may not decrease")
+        one(
+            "spec.counter",
+            "FieldValueInvalid",
+            "Invalid value: \"integer\": counter may not decrease"
+        )
     );
 }
 
@@ -399,10 +495,23 @@ fn optional_old_self_runs_on_create() {
 #[test]
 fn list_map_items_correlate_by_key() {
     let old = json!({"conditions": [{"type": "A", "since": 5}, {"type": "B", "since": 1}]});
-    assert_eq!(cel_errors(json!({"conditions": [{"type": "B", "since": 2}, {"type": "A", "since": 6}]}), Some(old.clone())), vec![]);
     assert_eq!(
-        cel_errors(json!({"conditions": [{"type": "B", "since": 2}, {"type": "A", "since": 4}]}), Some(old)),
-        one("spec.conditions[1]", "FieldValueInvalid", "Invalid value: \"object\": since may not go back")
+        cel_errors(
+            json!({"conditions": [{"type": "B", "since": 2}, {"type": "A", "since": 6}]}),
+            Some(old.clone())
+        ),
+        vec![]
+    );
+    assert_eq!(
+        cel_errors(
+            json!({"conditions": [{"type": "B", "since": 2}, {"type": "A", "since": 4}]}),
+            Some(old)
+        ),
+        one(
+            "spec.conditions[1]",
+            "FieldValueInvalid",
+            "Invalid value: \"object\": since may not go back"
+        )
     );
 }
 

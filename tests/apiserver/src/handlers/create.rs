@@ -34,7 +34,14 @@ pub(crate) fn create(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respo
     check_type(rr, &mut body)?;
     let mut st = shared.store();
     let manager = opts.update_manager(rr);
-    let (obj, warnings) = create_object(&mut st, &rr.rt, rr.namespace.as_deref(), body, &opts, Some(&manager))?;
+    let (obj, warnings) = create_object(
+        &mut st,
+        &rr.rt,
+        rr.namespace.as_deref(),
+        body,
+        &opts,
+        Some(&manager),
+    )?;
     Ok(json_with_warnings(201, &served(rr, &obj), &warnings))
 }
 
@@ -48,7 +55,9 @@ fn namespace_gate(st: &Store, rt: &ResourceType, ns: &str, name: &str) -> Result
         Some(n) if is_deleting(n) => Err(ApiError::forbidden(
             rt,
             name,
-            &format!("unable to create new content in namespace {ns} because it is being terminated"),
+            &format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
         )),
         Some(_) => Ok(()),
     }
@@ -133,7 +142,12 @@ pub(crate) fn create_object(
         let m = meta_mut(&mut obj);
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
         m.insert("creationTimestamp".into(), json!(now));
-        for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "resourceVersion"] {
+        for k in [
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "resourceVersion",
+        ] {
             m.remove(k);
         }
         if rt.has_generation() {
@@ -142,10 +156,11 @@ pub(crate) fn create_object(
             m.remove("generation");
         }
     }
-    if rt.custom().is_some() && rt.status_subresource() {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
+    if rt.custom().is_some()
+        && rt.status_subresource()
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
     }
     match rt.builtin() {
         Some(Builtin::Namespace) => {

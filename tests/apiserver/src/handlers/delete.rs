@@ -25,7 +25,8 @@ struct DeleteOptions {
 fn options(rr: &ResourceRequest) -> Result<DeleteOptions, ApiError> {
     let body: Value = if rr.body.iter().all(|b| b.is_ascii_whitespace()) {
         json!({})
-    } else if rr.header(axum::http::header::CONTENT_TYPE)
+    } else if rr
+        .header(axum::http::header::CONTENT_TYPE)
         .is_some_and(|c| c.starts_with("application/vnd.kubernetes.protobuf"))
     {
         crate::protobuf::decode_protobuf_object(&rr.body)
@@ -127,7 +128,10 @@ pub(crate) fn delete(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respo
     Ok(json_response(StatusCode::OK, &body))
 }
 
-pub(crate) fn delete_collection(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Response, ApiError> {
+pub(crate) fn delete_collection(
+    shared: &Arc<Shared>,
+    rr: &ResourceRequest,
+) -> Result<Response, ApiError> {
     let o = options(rr)?;
     let labels = LabelSelector::parse(rr.q("labelSelector").unwrap_or_default())?;
     let fields = FieldSelector::parse(rr.q("fieldSelector").unwrap_or_default(), &rr.rt)?;

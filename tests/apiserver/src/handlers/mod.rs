@@ -20,7 +20,10 @@ use crate::status::ApiError;
 use crate::store::now_rfc3339;
 
 /// Routes a resource request.
-pub(crate) async fn dispatch(shared: &Arc<Shared>, rr: ResourceRequest) -> Result<Response, ApiError> {
+pub(crate) async fn dispatch(
+    shared: &Arc<Shared>,
+    rr: ResourceRequest,
+) -> Result<Response, ApiError> {
     match rr.subresource.as_deref() {
         None => {}
         Some("status") if rr.rt.status_subresource() => {}
@@ -28,7 +31,9 @@ pub(crate) async fn dispatch(shared: &Arc<Shared>, rr: ResourceRequest) -> Resul
             return Err(ApiError::not_implemented("the scale subresource"));
         }
         Some("finalize") if rr.rt.builtin() == Some(Builtin::Namespace) => {
-            return Err(ApiError::not_implemented("the namespaces/finalize subresource"));
+            return Err(ApiError::not_implemented(
+                "the namespaces/finalize subresource",
+            ));
         }
         Some(_) => {
             return Err(ApiError::path_not_found(&format!(
@@ -107,12 +112,17 @@ impl WriteOptions {
             None | Some("") | Some("false") => false,
             Some("true") => true,
             Some(other) => {
-                return Err(ApiError::bad_request(format!("force: invalid value \"{other}\"")));
+                return Err(ApiError::bad_request(format!(
+                    "force: invalid value \"{other}\""
+                )));
             }
         };
         Ok(WriteOptions {
             dry_run,
-            field_manager: rr.q("fieldManager").filter(|s| !s.is_empty()).map(str::to_string),
+            field_manager: rr
+                .q("fieldManager")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
             validation: FieldValidation::parse(rr.q("fieldValidation"))?,
             force,
         })
@@ -143,12 +153,16 @@ pub(crate) fn decode_body(rr: &ResourceRequest) -> Result<Value, ApiError> {
         .trim()
         .to_ascii_lowercase();
     let v: Value = match ct.as_str() {
-        "application/json" | "" => serde_json::from_slice(&rr.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding request body: json: {e}")))?,
-        "application/yaml" => serde_yaml::from_slice(&rr.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding request body: yaml: {e}")))?,
+        "application/json" | "" => serde_json::from_slice(&rr.body).map_err(|e| {
+            ApiError::bad_request(format!("error decoding request body: json: {e}"))
+        })?,
+        "application/yaml" => serde_yaml::from_slice(&rr.body).map_err(|e| {
+            ApiError::bad_request(format!("error decoding request body: yaml: {e}"))
+        })?,
         "application/vnd.kubernetes.protobuf" => crate::protobuf::decode_protobuf_object(&rr.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding protobuf request body: {e}")))?,
+            .map_err(|e| {
+                ApiError::bad_request(format!("error decoding protobuf request body: {e}"))
+            })?,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {other})"
@@ -156,7 +170,9 @@ pub(crate) fn decode_body(rr: &ResourceRequest) -> Result<Value, ApiError> {
         }
     };
     if !v.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     Ok(v)
 }

@@ -100,7 +100,9 @@ pub(crate) fn patch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
         ));
     }
     if kind != PatchKind::Json && !patch_body.is_object() {
-        return Err(ApiError::bad_request("the patch body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the patch body must be a JSON object",
+        ));
     }
     let name = rr.name.clone().unwrap_or_default();
     let ns = rr.namespace.as_deref().unwrap_or_default();
@@ -121,7 +123,9 @@ pub(crate) fn patch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
         })?;
         let mut applied = patch_body;
         let av = rr.rt.api_version();
-        if applied["apiVersion"].as_str() != Some(av.as_str()) || applied["kind"].as_str() != Some(rr.rt.kind.as_str()) {
+        if applied["apiVersion"].as_str() != Some(av.as_str())
+            || applied["kind"].as_str() != Some(rr.rt.kind.as_str())
+        {
             return Err(ApiError::bad_request(format!(
                 "invalid object type: apply patches must name apiVersion {av} and kind {}",
                 rr.rt.kind
@@ -158,13 +162,22 @@ pub(crate) fn patch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
                 if let Some(m) = body["metadata"].as_object_mut() {
                     m.remove("resourceVersion");
                 }
-                let (obj, warnings) = create_object(&mut st, &rr.rt, rr.namespace.as_deref(), body, &opts, None)?;
+                let (obj, warnings) =
+                    create_object(&mut st, &rr.rt, rr.namespace.as_deref(), body, &opts, None)?;
                 Ok(json_with_warnings(201, &served(rr, &obj), &warnings))
             }
             Some(old) => {
                 let new = to_internal(&rr.rt, &merged);
                 check_rv(rr, &name, &old, &new)?;
-                let (obj, warnings) = finish_update(&mut st, &rr.rt, rr.subresource.as_deref(), &old, new, &opts, None)?;
+                let (obj, warnings) = finish_update(
+                    &mut st,
+                    &rr.rt,
+                    rr.subresource.as_deref(),
+                    &old,
+                    new,
+                    &opts,
+                    None,
+                )?;
                 Ok(json_with_warnings(200, &served(rr, &obj), &warnings))
             }
         };
@@ -175,18 +188,29 @@ pub(crate) fn patch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
     match kind {
         PatchKind::Merge => p::merge_patch(&mut candidate, &patch_body),
         PatchKind::Json => p::json_patch(&mut candidate, &patch_body).map_err(|e| {
-            ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+            ApiError::new(
+                422,
+                "Invalid",
+                format!("the server rejected our request due to an error in our request: {e}"),
+            )
         })?,
-        PatchKind::Strategic => p::strategic_merge_patch(&mut candidate, &patch_body)
-            .map_err(|e| ApiError::bad_request(format!("error applying strategic merge patch: {e}")))?,
+        PatchKind::Strategic => {
+            p::strategic_merge_patch(&mut candidate, &patch_body).map_err(|e| {
+                ApiError::bad_request(format!("error applying strategic merge patch: {e}"))
+            })?
+        }
         PatchKind::Apply => unreachable!("handled above"),
     }
     if !candidate.is_object() {
-        return Err(ApiError::bad_request("the patched object is not a JSON object"));
+        return Err(ApiError::bad_request(
+            "the patched object is not a JSON object",
+        ));
     }
     let mut new = to_internal(&rr.rt, &candidate);
     if meta_str(&new, "resourceVersion").is_none() {
-        let rv = meta_str(&old, "resourceVersion").unwrap_or_default().to_string();
+        let rv = meta_str(&old, "resourceVersion")
+            .unwrap_or_default()
+            .to_string();
         meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
     }
     check_rv(rr, &name, &old, &new)?;
@@ -205,7 +229,9 @@ pub(crate) fn patch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
 
 fn check_rv(rr: &ResourceRequest, name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
     match meta_str(new, "resourceVersion").filter(|s| !s.is_empty()) {
-        Some(rv) if Some(rv) != meta_str(old, "resourceVersion") => Err(ApiError::stale(&rr.rt, name)),
+        Some(rv) if Some(rv) != meta_str(old, "resourceVersion") => {
+            Err(ApiError::stale(&rr.rt, name))
+        }
         _ => Ok(()),
     }
 }

@@ -27,7 +27,10 @@ pub(crate) fn get(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Response
     let body = match output {
         Output::Json => ext,
         Output::Table => {
-            let rv = ext["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            let rv = ext["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             table::table(&rr.rt, std::slice::from_ref(&ext), &rv, None)
         }
         Output::Metadata => partial_metadata(&ext),
@@ -47,7 +50,11 @@ fn encode_continue(rv: u64, after: &(String, String)) -> String {
 }
 
 fn decode_continue(s: &str) -> Result<ContinueToken, ApiError> {
-    let bad = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let bad = || {
+        ApiError::bad_request(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        )
+    };
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(s.trim_end_matches('='))
         .map_err(|_| bad())?;
@@ -115,7 +122,10 @@ pub(crate) fn list(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respons
         (b, t.rv)
     } else {
         match (rv_param, rv_match) {
-            (None, _) | (Some("0"), _) => (st.bucket(&rr.rt.storage).cloned().unwrap_or_default(), current),
+            (None, _) | (Some("0"), _) => (
+                st.bucket(&rr.rt.storage).cloned().unwrap_or_default(),
+                current,
+            ),
             (Some(r), Some("Exact")) => {
                 let n = parse_rv(r)?;
                 if n > current {
@@ -134,7 +144,10 @@ pub(crate) fn list(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respons
                 if n > current {
                     return Err(too_large(n, current));
                 }
-                (st.bucket(&rr.rt.storage).cloned().unwrap_or_default(), current)
+                (
+                    st.bucket(&rr.rt.storage).cloned().unwrap_or_default(),
+                    current,
+                )
             }
             (Some(_), Some(other)) => {
                 return Err(ApiError::bad_request(format!(
@@ -148,7 +161,9 @@ pub(crate) fn list(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respons
     let ns = rr.namespace.as_deref();
     let mut all: Vec<(&(String, String), &Value)> = bucket
         .iter()
-        .filter(|((ons, _), o)| ns.is_none_or(|n| n == ons) && labels.matches(o) && fields.matches(o))
+        .filter(|((ons, _), o)| {
+            ns.is_none_or(|n| n == ons) && labels.matches(o) && fields.matches(o)
+        })
         .collect();
     if let Some(t) = &token {
         all.retain(|(k, _)| **k > t.after);

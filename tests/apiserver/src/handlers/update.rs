@@ -263,7 +263,9 @@ pub(crate) fn finish_update(
         return Ok((new, warnings));
     }
     let ns_held = rt.builtin() == Some(Builtin::Namespace)
-        && new["spec"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
+        && new["spec"]["finalizers"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty());
     let result = if is_deleting(&new) && finalizers(&new).is_empty() && !ns_held {
         ops::commit_remove(st, &rt.storage, &ns, &name, Some(new.clone())).unwrap_or(new)
     } else {

@@ -14,7 +14,10 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::fieldset::{self, FieldPath, FieldSet, PathElement, covers, key_element, path_string};
-use super::managed::{self, Entry, SERVER_METADATA, prune_entries, read_entries, remove_at, tracked, value_at, write_entries};
+use super::managed::{
+    self, Entry, SERVER_METADATA, prune_entries, read_entries, remove_at, tracked, value_at,
+    write_entries,
+};
 use super::shape::{ListKind, Place};
 
 /// An apply that would change fields other managers own (HTTP 409 `Conflict` in kube-apiserver).
@@ -64,8 +67,17 @@ impl ApplyConflict {
 impl fmt::Display for ApplyConflict {
     /// The message without the `using <apiVersion>` parts.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.conflicts.iter().map(|(path, m)| format!("conflict with \"{m}\": {path}")).collect();
-        write!(f, "Apply failed with {} conflict(s): {}", self.conflicts.len(), parts.join("; "))
+        let parts: Vec<String> = self
+            .conflicts
+            .iter()
+            .map(|(path, m)| format!("conflict with \"{m}\": {path}"))
+            .collect();
+        write!(
+            f,
+            "Apply failed with {} conflict(s): {}",
+            self.conflicts.len(),
+            parts.join("; ")
+        )
     }
 }
 
@@ -108,7 +120,9 @@ pub fn server_side_apply(
     let live_obj = live.cloned().unwrap_or_else(|| Value::Object(Map::new()));
     let live_tracked = tracked(&live_obj);
     let mut entries = read_entries(live);
-    let ours = entries.iter().position(|e| e.is(manager, "Apply", subresource));
+    let ours = entries
+        .iter()
+        .position(|e| e.is(manager, "Apply", subresource));
 
     let mut conflicts: Vec<(String, String)> = Vec::new();
     let mut taken: Vec<(usize, FieldPath)> = Vec::new();
@@ -117,7 +131,10 @@ pub fn server_side_apply(
             continue;
         }
         for path in applied_set.intersection(&entry.fields) {
-            if matches!(path.last(), Some(PathElement::Key(_) | PathElement::Value(_))) {
+            if matches!(
+                path.last(),
+                Some(PathElement::Key(_) | PathElement::Value(_))
+            ) {
                 continue;
             }
             if value_at(&applied_tracked, path) != value_at(&live_tracked, path) {
@@ -140,15 +157,30 @@ pub fn server_side_apply(
     merge_applied(&mut merged, &applied, &place);
 
     let previous = ours.map(|i| entries[i].fields.clone()).unwrap_or_default();
-    let others: FieldSet =
-        entries.iter().enumerate().filter(|(i, _)| Some(*i) != ours).flat_map(|(_, e)| e.fields.iter().cloned()).collect();
+    let others: FieldSet = entries
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != ours)
+        .flat_map(|(_, e)| e.fields.iter().cloned())
+        .collect();
     let mut all_owned = others.clone();
     all_owned.extend(applied_set.iter().cloned());
-    let dropped: Vec<&FieldPath> = previous.difference(&applied_set).collect();
-    for path in dropped.into_iter().rev() {
-        if covers(&others, path) {
-            continue;
-        }
+    // Fields this manager stops applying, unless another manager also owns them (or something
+    // below them); a node removed as a whole takes its children along.
+    let dropped: Vec<&FieldPath> = previous
+        .difference(&applied_set)
+        .filter(|p| !covers(&others, p))
+        .collect();
+    let outermost: Vec<&FieldPath> = dropped
+        .iter()
+        .copied()
+        .filter(|p| {
+            !dropped
+                .iter()
+                .any(|q| q.len() < p.len() && p.starts_with(q))
+        })
+        .collect();
+    for path in outermost.into_iter().rev() {
         if remove_at(&mut merged, path) {
             remove_emptied_parents(&mut merged, path, &all_owned);
         }
@@ -184,7 +216,12 @@ pub fn server_side_apply(
 /// manager. Lists are atomic except `metadata.finalizers` and `metadata.ownerReferences`; see
 /// [`record_update_with_schema`] to follow a CRD schema's list types. The existing entries come
 /// from `after` when the write carried `managedFields`, else from `before`.
-pub fn record_update(before: Option<&Value>, after: &mut Value, manager: &str, subresource: Option<&str>) {
+pub fn record_update(
+    before: Option<&Value>,
+    after: &mut Value,
+    manager: &str,
+    subresource: Option<&str>,
+) {
     record_update_with_schema(before, after, manager, subresource, None);
 }
 
@@ -198,19 +235,44 @@ pub fn record_update_with_schema(
     schema: Option<&Value>,
 ) {
     let place = Place::root(schema);
-    let carried = after.pointer("/metadata/managedFields").and_then(Value::as_array).is_some_and(|l| !l.is_empty());
-    let mut entries = if carried { read_entries(Some(after)) } else { read_entries(before) };
+    let carried = after
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|l| !l.is_empty());
+    let mut entries = if carried {
+        read_entries(Some(after))
+    } else {
+        read_entries(before)
+    };
     let before_tracked = before.map(tracked);
     let after_tracked = tracked(after);
     let mut changed = FieldSet::new();
-    collect_changes(before_tracked.as_ref(), &after_tracked, &place, &mut Vec::new(), &mut changed);
+    collect_changes(
+        before_tracked.as_ref(),
+        &after_tracked,
+        &place,
+        &mut Vec::new(),
+        &mut changed,
+    );
 
-    for entry in entries.iter_mut().filter(|e| !e.is(manager, "Update", subresource)) {
-        entry.fields.retain(|p| !changed.iter().any(|c| p.starts_with(c)));
+    for entry in entries
+        .iter_mut()
+        .filter(|e| !e.is(manager, "Update", subresource))
+    {
+        entry
+            .fields
+            .retain(|p| !changed.iter().any(|c| p.starts_with(c)));
     }
     if !changed.is_empty() {
-        let api_version = after.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        match entries.iter_mut().find(|e| e.is(manager, "Update", subresource)) {
+        let api_version = after
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match entries
+            .iter_mut()
+            .find(|e| e.is(manager, "Update", subresource))
+        {
             Some(entry) => {
                 entry.fields.extend(changed);
                 entry.api_version = api_version;
@@ -342,7 +404,13 @@ fn collect_added(value: &Value, place: &Place<'_>, path: &mut FieldPath, out: &m
 }
 
 /// The fields an update added or changed going from `before` to `after`.
-fn collect_changes(before: Option<&Value>, after: &Value, place: &Place<'_>, path: &mut FieldPath, out: &mut FieldSet) {
+fn collect_changes(
+    before: Option<&Value>,
+    after: &Value,
+    place: &Place<'_>,
+    path: &mut FieldPath,
+    out: &mut FieldSet,
+) {
     let Some(before) = before else {
         collect_added(after, place, path, out);
         return;
@@ -419,7 +487,10 @@ fn merge_applied(live: &mut Value, applied: &Value, place: &Place<'_>) {
                 let item_place = place.item();
                 for item in applied_items {
                     let element = key_element(item, &keys);
-                    match live_items.iter_mut().find(|x| key_element(x, &keys) == element) {
+                    match live_items
+                        .iter_mut()
+                        .find(|x| key_element(x, &keys) == element)
+                    {
                         Some(existing) => merge_applied(existing, item, &item_place),
                         None => live_items.push(item.clone()),
                     }
@@ -438,7 +509,9 @@ fn remove_emptied_parents(obj: &mut Value, path: &[PathElement], owned: &FieldSe
         if !matches!(parent.last(), Some(PathElement::Field(_))) {
             return;
         }
-        let empty = value_at(obj, parent).and_then(Value::as_object).is_some_and(Map::is_empty);
+        let empty = value_at(obj, parent)
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty);
         if !empty || owned.contains(parent) {
             return;
         }
@@ -449,7 +522,9 @@ fn remove_emptied_parents(obj: &mut Value, path: &[PathElement], owned: &FieldSe
         && *first != PathElement::Field("metadata".to_string())
     {
         let top = &path[..1];
-        let empty = value_at(obj, top).and_then(Value::as_object).is_some_and(Map::is_empty);
+        let empty = value_at(obj, top)
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty);
         if empty && !owned.contains(top) {
             remove_at(obj, top);
         }
@@ -463,10 +538,23 @@ mod tests {
 
     #[test]
     fn conflict_messages_match_kube_apiserver() {
-        let one = ApplyConflict { conflicts: vec![(".spec.name".into(), "op".into())] };
-        assert_eq!(one.message("v1"), "Apply failed with 1 conflict: conflict with \"op\" using v1: .spec.name");
-        let two = ApplyConflict { conflicts: vec![(".spec.a".into(), "op".into()), (".spec.b".into(), "op".into())] };
-        assert_eq!(two.message("v1"), "Apply failed with 2 conflicts: conflicts with \"op\" using v1:\n- .spec.a\n- .spec.b");
+        let one = ApplyConflict {
+            conflicts: vec![(".spec.name".into(), "op".into())],
+        };
+        assert_eq!(
+            one.message("v1"),
+            "Apply failed with 1 conflict: conflict with \"op\" using v1: .spec.name"
+        );
+        let two = ApplyConflict {
+            conflicts: vec![
+                (".spec.a".into(), "op".into()),
+                (".spec.b".into(), "op".into()),
+            ],
+        };
+        assert_eq!(
+            two.message("v1"),
+            "Apply failed with 2 conflicts: conflicts with \"op\" using v1:\n- .spec.a\n- .spec.b"
+        );
     }
 
     #[test]

@@ -39,11 +39,24 @@ pub(crate) fn canonical_json(value: &Value) -> String {
             keys.sort();
             let parts: Vec<String> = keys
                 .iter()
-                .map(|k| format!("{}:{}", Value::String((*k).clone()), canonical_json(&map[k.as_str()])))
+                .map(|k| {
+                    format!(
+                        "{}:{}",
+                        Value::String((*k).clone()),
+                        canonical_json(&map[k.as_str()])
+                    )
+                })
                 .collect();
             format!("{{{}}}", parts.join(","))
         }
-        Value::Array(items) => format!("[{}]", items.iter().map(canonical_json).collect::<Vec<_>>().join(",")),
+        Value::Array(items) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(canonical_json)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
         other => other.to_string(),
     }
 }
@@ -105,7 +118,9 @@ pub(crate) fn path_string(path: &[PathElement]) -> String {
                     .map(|m| {
                         let mut keys: Vec<&String> = m.keys().collect();
                         keys.sort();
-                        keys.iter().map(|k| format!("{k}={}", canonical_json(&m[k.as_str()]))).collect()
+                        keys.iter()
+                            .map(|k| format!("{k}={}", canonical_json(&m[k.as_str()])))
+                            .collect()
                     })
                     .unwrap_or_default();
                 let _ = write!(out, "[{}]", parts.join(","));
@@ -160,7 +175,9 @@ pub(crate) fn decode(fields: &Value) -> FieldSet {
 }
 
 fn decode_into(fields: &Value, path: &mut FieldPath, set: &mut FieldSet) {
-    let Some(map) = fields.as_object() else { return };
+    let Some(map) = fields.as_object() else {
+        return;
+    };
     for (key, child) in map {
         if key == "." {
             if !path.is_empty() {
@@ -168,7 +185,9 @@ fn decode_into(fields: &Value, path: &mut FieldPath, set: &mut FieldSet) {
             }
             continue;
         }
-        let Some(element) = PathElement::decode(key) else { continue };
+        let Some(element) = PathElement::decode(key) else {
+            continue;
+        };
         path.push(element);
         if child.as_object().is_none_or(Map::is_empty) {
             set.insert(path.clone());
@@ -199,14 +218,22 @@ mod tests {
         set.insert(vec![f("spec"), f("name")]);
         set.insert(vec![f("metadata"), f("labels")]);
         set.insert(vec![f("metadata"), f("labels"), f("app")]);
-        set.insert(vec![f("status"), f("conditions"), key_element(&json!({"type": "Ready", "x": 1}), &["type".into()])]);
+        set.insert(vec![
+            f("status"),
+            f("conditions"),
+            key_element(&json!({"type": "Ready", "x": 1}), &["type".into()]),
+        ]);
         set.insert(vec![
             f("status"),
             f("conditions"),
             key_element(&json!({"type": "Ready"}), &["type".into()]),
             f("status"),
         ]);
-        set.insert(vec![f("metadata"), f("finalizers"), PathElement::Value("\"a\"".into())]);
+        set.insert(vec![
+            f("metadata"),
+            f("finalizers"),
+            PathElement::Value("\"a\"".into()),
+        ]);
         let encoded = encode(&set);
         assert_eq!(
             encoded,
@@ -221,15 +248,29 @@ mod tests {
 
     #[test]
     fn paths_print_like_structured_merge_diff() {
-        let path = vec![f("status"), f("conditions"), PathElement::Key("{\"type\":\"Ready\"}".into()), f("status")];
-        assert_eq!(path_string(&path), ".status.conditions[type=\"Ready\"].status");
-        assert_eq!(path_string(&[f("a"), PathElement::Value("\"x\"".into())]), ".a[=\"x\"]");
+        let path = vec![
+            f("status"),
+            f("conditions"),
+            PathElement::Key("{\"type\":\"Ready\"}".into()),
+            f("status"),
+        ];
+        assert_eq!(
+            path_string(&path),
+            ".status.conditions[type=\"Ready\"].status"
+        );
+        assert_eq!(
+            path_string(&[f("a"), PathElement::Value("\"x\"".into())]),
+            ".a[=\"x\"]"
+        );
         assert_eq!(path_string(&[f("a"), PathElement::Index(2)]), ".a[2]");
     }
 
     #[test]
     fn decode_skips_garbage() {
-        assert_eq!(decode(&json!({"zz": {}, "k:not json": {}, "f:a": {}})).len(), 1);
+        assert_eq!(
+            decode(&json!({"zz": {}, "k:not json": {}, "f:a": {}})).len(),
+            1
+        );
         assert!(decode(&json!("nope")).is_empty());
     }
 }

@@ -38,13 +38,18 @@ pub(crate) struct Entry {
 impl Entry {
     /// Whether this entry belongs to `manager` doing `operation` on `subresource`.
     pub(crate) fn is(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
-        self.manager == manager && self.operation == operation && self.subresource.as_deref() == subresource
+        self.manager == manager
+            && self.operation == operation
+            && self.subresource.as_deref() == subresource
     }
 }
 
 /// The entries of `obj.metadata.managedFields`; malformed entries are skipped.
 pub(crate) fn read_entries(obj: Option<&Value>) -> Vec<Entry> {
-    let Some(list) = obj.and_then(|o| o.pointer("/metadata/managedFields")).and_then(Value::as_array) else {
+    let Some(list) = obj
+        .and_then(|o| o.pointer("/metadata/managedFields"))
+        .and_then(Value::as_array)
+    else {
         return Vec::new();
     };
     list.iter()
@@ -64,9 +69,15 @@ pub(crate) fn read_entries(obj: Option<&Value>) -> Vec<Entry> {
 
 /// Writes `entries` to `obj.metadata.managedFields` (removing the key when there are none).
 pub(crate) fn write_entries(obj: &mut Value, entries: &[Entry]) {
-    let Some(root) = obj.as_object_mut() else { return };
-    let metadata = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
-    let Some(metadata) = metadata.as_object_mut() else { return };
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    let metadata = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
     if entries.is_empty() {
         metadata.remove("managedFields");
         return;
@@ -139,7 +150,10 @@ pub(crate) fn value_at<'v>(value: &'v Value, path: &[PathElement]) -> Option<&'v
         current = match element {
             PathElement::Field(name) => current.as_object()?.get(name)?,
             PathElement::Index(i) => current.as_array()?.get(*i)?,
-            other => current.as_array()?.iter().find(|item| item_matches(item, other))?,
+            other => current
+                .as_array()?
+                .iter()
+                .find(|item| item_matches(item, other))?,
         };
     }
     Some(current)
@@ -151,7 +165,10 @@ fn value_at_mut<'v>(value: &'v mut Value, path: &[PathElement]) -> Option<&'v mu
         current = match element {
             PathElement::Field(name) => current.as_object_mut()?.get_mut(name)?,
             PathElement::Index(i) => current.as_array_mut()?.get_mut(*i)?,
-            other => current.as_array_mut()?.iter_mut().find(|item| item_matches(item, other))?,
+            other => current
+                .as_array_mut()?
+                .iter_mut()
+                .find(|item| item_matches(item, other))?,
         };
     }
     Some(current)
@@ -159,21 +176,27 @@ fn value_at_mut<'v>(value: &'v mut Value, path: &[PathElement]) -> Option<&'v mu
 
 /// Removes the value at `path`; `false` when it did not exist.
 pub(crate) fn remove_at(value: &mut Value, path: &[PathElement]) -> bool {
-    let Some((last, parent_path)) = path.split_last() else { return false };
-    let Some(parent) = value_at_mut(value, parent_path) else { return false };
+    let Some((last, parent_path)) = path.split_last() else {
+        return false;
+    };
+    let Some(parent) = value_at_mut(value, parent_path) else {
+        return false;
+    };
     match (last, parent) {
         (PathElement::Field(name), Value::Object(map)) => map.remove(name).is_some(),
         (PathElement::Index(i), Value::Array(items)) if *i < items.len() => {
             items.remove(*i);
             true
         }
-        (element, Value::Array(items)) => match items.iter().position(|item| item_matches(item, element)) {
-            Some(pos) => {
-                items.remove(pos);
-                true
+        (element, Value::Array(items)) => {
+            match items.iter().position(|item| item_matches(item, element)) {
+                Some(pos) => {
+                    items.remove(pos);
+                    true
+                }
+                None => false,
             }
-            None => false,
-        },
+        }
         _ => false,
     }
 }
@@ -182,7 +205,9 @@ pub(crate) fn remove_at(value: &mut Value, path: &[PathElement]) -> bool {
 /// without fields.
 pub(crate) fn prune_entries(entries: &mut Vec<Entry>, tracked_obj: &Value) {
     for entry in entries.iter_mut() {
-        entry.fields.retain(|p: &FieldPath| value_at(tracked_obj, p).is_some());
+        entry
+            .fields
+            .retain(|p: &FieldPath| value_at(tracked_obj, p).is_some());
     }
     entries.retain(|e| !e.fields.is_empty());
 }

@@ -32,19 +32,28 @@ impl<'a> Place<'a> {
     /// The object's root, with the CRD schema if there is one (the `openAPIV3Schema`, or the
     /// version's `schema` wrapping it).
     pub(crate) fn root(schema: Option<&'a Value>) -> Place<'a> {
-        Place { schema: schema.map(Node::root), names: Vec::new() }
+        Place {
+            schema: schema.map(Node::root),
+            names: Vec::new(),
+        }
     }
 
     /// The place of field `name` of the object here.
     pub(crate) fn field(&self, name: &str) -> Place<'a> {
         let mut names = self.names.clone();
         names.push(name.to_string());
-        Place { schema: self.schema.and_then(|s| s.child(name)), names }
+        Place {
+            schema: self.schema.and_then(|s| s.child(name)),
+            names,
+        }
     }
 
     /// The place of an item of the list here.
     pub(crate) fn item(&self) -> Place<'a> {
-        Place { schema: self.schema.and_then(|s| s.items()), names: self.names.clone() }
+        Place {
+            schema: self.schema.and_then(|s| s.items()),
+            names: self.names.clone(),
+        }
     }
 
     /// How the list here merges.
@@ -59,8 +68,18 @@ impl<'a> Place<'a> {
         match self.schema.and_then(|s| s.list_type()) {
             Some("set") => ListKind::Set,
             Some("map") => {
-                let keys: Vec<String> = self.schema.map(|s| s.list_map_keys()).unwrap_or_default().into_iter().map(String::from).collect();
-                if keys.is_empty() { ListKind::Atomic } else { ListKind::Map(keys) }
+                let keys: Vec<String> = self
+                    .schema
+                    .map(|s| s.list_map_keys())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(String::from)
+                    .collect();
+                if keys.is_empty() {
+                    ListKind::Atomic
+                } else {
+                    ListKind::Map(keys)
+                }
             }
             _ => ListKind::Atomic,
         }

@@ -30,9 +30,12 @@ fn list_strategy(path: &[String], field: &str) -> ListStrategy {
         "finalizers" if in_metadata => ListStrategy::MergePrimitive,
         "ownerReferences" if in_metadata => ListStrategy::MergeByKey("uid"),
         "conditions" => ListStrategy::MergeByKey("type"),
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets" => {
-            ListStrategy::MergeByKey("name")
-        }
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets" => ListStrategy::MergeByKey("name"),
         "volumeMounts" => ListStrategy::MergeByKey("mountPath"),
         _ => ListStrategy::Replace,
     }
@@ -55,7 +58,9 @@ pub fn strategic_merge_patch(target: &mut Value, patch: &Value) -> Result<(), St
     };
     match merge_map(target_map, patch_map, &mut Vec::new())? {
         Outcome::Keep => Ok(()),
-        Outcome::Delete => Err("$patch: delete is not allowed at the root of a strategic merge patch".to_string()),
+        Outcome::Delete => {
+            Err("$patch: delete is not allowed at the root of a strategic merge patch".to_string())
+        }
     }
 }
 
@@ -64,7 +69,11 @@ enum Outcome {
     Delete,
 }
 
-fn merge_map(original: &mut Map<String, Value>, patch: &Map<String, Value>, path: &mut Vec<String>) -> Result<Outcome, String> {
+fn merge_map(
+    original: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &mut Vec<String>,
+) -> Result<Outcome, String> {
     match patch.get("$patch") {
         None => {}
         Some(Value::String(directive)) => match directive.as_str() {
@@ -81,7 +90,10 @@ fn merge_map(original: &mut Map<String, Value>, patch: &Map<String, Value>, path
     let retain_keys = match patch.get("$retainKeys") {
         None => None,
         Some(Value::Array(keys)) => {
-            let names: Option<Vec<String>> = keys.iter().map(|k| k.as_str().map(str::to_string)).collect();
+            let names: Option<Vec<String>> = keys
+                .iter()
+                .map(|k| k.as_str().map(str::to_string))
+                .collect();
             Some(names.ok_or_else(|| "$retainKeys must be a list of strings".to_string())?)
         }
         Some(_) => return Err("$retainKeys must be a list of strings".to_string()),
@@ -92,7 +104,9 @@ fn merge_map(original: &mut Map<String, Value>, patch: &Map<String, Value>, path
             continue;
         }
         if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
-            if let (Some(Value::Array(list)), Value::Array(remove)) = (original.get_mut(field), value) {
+            if let (Some(Value::Array(list)), Value::Array(remove)) =
+                (original.get_mut(field), value)
+            {
                 list.retain(|item| !remove.contains(item));
             }
             continue;
@@ -153,9 +167,18 @@ fn is_replace_directive(item: &Value) -> bool {
     item.get("$patch").and_then(Value::as_str) == Some("replace")
 }
 
-fn merge_keyed_list(original: &mut Vec<Value>, patch: &[Value], key: &str, path: &mut Vec<String>) -> Result<(), String> {
+fn merge_keyed_list(
+    original: &mut Vec<Value>,
+    patch: &[Value],
+    key: &str,
+    path: &mut Vec<String>,
+) -> Result<(), String> {
     if patch.iter().any(is_replace_directive) {
-        let rest: Vec<Value> = patch.iter().filter(|i| !is_replace_directive(i)).cloned().collect();
+        let rest: Vec<Value> = patch
+            .iter()
+            .filter(|i| !is_replace_directive(i))
+            .cloned()
+            .collect();
         *original = clean_list(&rest)?;
         return Ok(());
     }
@@ -174,10 +197,10 @@ fn merge_keyed_list(original: &mut Vec<Value>, patch: &[Value], key: &str, path:
         }
         match position.and_then(|p| original.get_mut(p)) {
             Some(Value::Object(existing)) => {
-                if let Outcome::Delete = merge_map(existing, item_map, path)? {
-                    if let Some(p) = position {
-                        original.remove(p);
-                    }
+                if let Outcome::Delete = merge_map(existing, item_map, path)?
+                    && let Some(p) = position
+                {
+                    original.remove(p);
                 }
             }
             _ => original.push(Value::Object(clean_map(item_map)?)),
@@ -188,7 +211,11 @@ fn merge_keyed_list(original: &mut Vec<Value>, patch: &[Value], key: &str, path:
 
 fn merge_primitive_list(original: &mut Vec<Value>, patch: &[Value]) -> Result<(), String> {
     if patch.iter().any(is_replace_directive) {
-        *original = patch.iter().filter(|i| !is_replace_directive(i)).cloned().collect();
+        *original = patch
+            .iter()
+            .filter(|i| !is_replace_directive(i))
+            .cloned()
+            .collect();
         return Ok(());
     }
     for item in patch {

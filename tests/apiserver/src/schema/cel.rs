@@ -55,7 +55,10 @@ pub(crate) fn validate_rules(
     if value.is_null() {
         return;
     }
-    if let Some(rules) = schema.get("x-kubernetes-validations").and_then(Value::as_array) {
+    if let Some(rules) = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
         for rule in rules {
             evaluate_rule(schema, rule, value, old, path, resource_root, errs);
         }
@@ -80,8 +83,13 @@ pub(crate) fn validate_rules(
             }
         }
         Value::Array(items) => {
-            let Some(item_schema) = schema.items() else { return };
-            let old_items = old.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+            let Some(item_schema) = schema.items() else {
+                return;
+            };
+            let old_items = old
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
             let keys = schema.list_map_keys();
             for (i, item) in items.iter().enumerate() {
                 let old_item = match schema.list_type() {
@@ -112,22 +120,35 @@ fn evaluate_rule(
     resource_root: bool,
     errs: &mut Vec<FieldError>,
 ) {
-    let Some(source) = rule.get("rule").and_then(Value::as_str) else { return };
+    let Some(source) = rule.get("rule").and_then(Value::as_str) else {
+        return;
+    };
     let source_trimmed = source.trim();
     let type_value = render_value(&Value::String(schema.type_name().unwrap_or("").to_string()));
     let Some(env) = ENV.as_ref() else {
-        errs.push(FieldError::invalid(path, &type_value, "the CEL environment could not be built"));
+        errs.push(FieldError::invalid(
+            path,
+            &type_value,
+            "the CEL environment could not be built",
+        ));
         return;
     };
     let program = match env.compile(source) {
         Ok(program) => program,
         Err(e) => {
-            errs.push(FieldError::invalid(path, &type_value, &format!("compilation failed: {e} in rule: {source_trimmed}")));
+            errs.push(FieldError::invalid(
+                path,
+                &type_value,
+                &format!("compilation failed: {e} in rule: {source_trimmed}"),
+            ));
             return;
         }
     };
     let uses_old_self = program.references().has_variable("oldSelf");
-    let optional_old_self = rule.get("optionalOldSelf").and_then(Value::as_bool).unwrap_or(false);
+    let optional_old_self = rule
+        .get("optionalOldSelf")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     if uses_old_self && old.is_none() && !optional_old_self {
         return;
     }
@@ -136,12 +157,22 @@ fn evaluate_rule(
     }
     let self_value = to_cel(Some(schema), value, resource_root);
     let old_value = old.map(|o| to_cel(Some(schema), o, resource_root));
-    let outcome = run(env, &program, &self_value, old_value.as_ref(), optional_old_self);
-    let failed = match outcome {
+    let outcome = run(
+        env,
+        &program,
+        &self_value,
+        old_value.as_ref(),
+        optional_old_self,
+    );
+    match outcome {
         Ok(cel::Value::Bool(true)) => return,
-        Ok(cel::Value::Bool(false)) => true,
+        Ok(cel::Value::Bool(false)) => {}
         Ok(_) => {
-            errs.push(FieldError::invalid(path, &type_value, &format!("rule did not evaluate to a bool: {source_trimmed}")));
+            errs.push(FieldError::invalid(
+                path,
+                &type_value,
+                &format!("rule did not evaluate to a bool: {source_trimmed}"),
+            ));
             return;
         }
         Err(e) => {
@@ -152,9 +183,15 @@ fn evaluate_rule(
             ));
             return;
         }
-    };
-    debug_assert!(failed);
-    let message = rule_message(env, rule, source_trimmed, &self_value, old_value.as_ref(), optional_old_self);
+    }
+    let message = rule_message(
+        env,
+        rule,
+        source_trimmed,
+        &self_value,
+        old_value.as_ref(),
+        optional_old_self,
+    );
     let error_path = match rule.get("fieldPath").and_then(Value::as_str) {
         Some(field_path) => append_field_path(path, field_path),
         None => path.to_string(),
@@ -182,10 +219,9 @@ fn run(
     if optional_old_self {
         let optional = match old_value {
             Some(old) => {
-                let boxed: Box<dyn Val> = old
-                    .clone()
-                    .try_into()
-                    .map_err(|_| ExecutionError::function_error("oldSelf", "value cannot be bound"))?;
+                let boxed: Box<dyn Val> = old.clone().try_into().map_err(|_| {
+                    ExecutionError::function_error("oldSelf", "value cannot be bound")
+                })?;
                 CelOptional::of(boxed)
             }
             None => CelOptional::none(),
@@ -209,7 +245,8 @@ fn rule_message(
 ) -> String {
     if let Some(expression) = rule.get("messageExpression").and_then(Value::as_str)
         && let Ok(program) = env.compile(expression)
-        && let Ok(cel::Value::String(s)) = run(env, &program, self_value, old_value, optional_old_self)
+        && let Ok(cel::Value::String(s)) =
+            run(env, &program, self_value, old_value, optional_old_self)
         && !s.trim().is_empty()
         && !s.contains('\n')
     {
@@ -248,7 +285,11 @@ fn append_field_path(path: &str, field_path: &str) -> String {
                 i = end;
             }
             '[' => {
-                let close = chars[i..].iter().position(|c| *c == ']').map(|p| p + i).unwrap_or(chars.len());
+                let close = chars[i..]
+                    .iter()
+                    .position(|c| *c == ']')
+                    .map(|p| p + i)
+                    .unwrap_or(chars.len());
                 let inner: String = chars[i + 1..close.min(chars.len())].iter().collect();
                 let inner = inner.trim_matches(|c| c == '\'' || c == '"');
                 out.push('[');
@@ -285,15 +326,28 @@ pub(crate) fn to_cel(schema: Option<Node<'_>>, value: &Value, resource_root: boo
                 cel::Value::UInt(u)
             } else {
                 let f = n.as_f64().unwrap_or(0.0);
-                let wants_int = schema.is_some_and(|s| s.type_name() == Some("integer") || s.int_or_string());
-                if wants_int && f.fract() == 0.0 && f.abs() < 9.0e18 { cel::Value::Int(f as i64) } else { cel::Value::Float(f) }
+                let wants_int =
+                    schema.is_some_and(|s| s.type_name() == Some("integer") || s.int_or_string());
+                if wants_int && f.fract() == 0.0 && f.abs() < 9.0e18 {
+                    cel::Value::Int(f as i64)
+                } else {
+                    cel::Value::Float(f)
+                }
             }
         }
         Value::String(s) => cel::Value::String(Arc::new(s.clone())),
         Value::Array(items) => {
             let item_schema = schema.and_then(|s| s.items());
-            let converted: Vec<cel::Value> =
-                items.iter().map(|item| to_cel(item_schema, item, item_schema.is_some_and(|s| s.embedded_resource()))).collect();
+            let converted: Vec<cel::Value> = items
+                .iter()
+                .map(|item| {
+                    to_cel(
+                        item_schema,
+                        item,
+                        item_schema.is_some_and(|s| s.embedded_resource()),
+                    )
+                })
+                .collect();
             cel::Value::List(Arc::new(converted))
         }
         Value::Object(map) => {
@@ -306,12 +360,20 @@ pub(crate) fn to_cel(schema: Option<Node<'_>>, value: &Value, resource_root: boo
                             meta.insert(Key::from(field), cel::Value::String(Arc::new(s.clone())));
                         }
                     }
-                    out.insert(Key::from("metadata"), cel::Value::Map(Map { map: Arc::new(meta) }));
+                    out.insert(
+                        Key::from("metadata"),
+                        cel::Value::Map(Map {
+                            map: Arc::new(meta),
+                        }),
+                    );
                     continue;
                 }
                 let child_schema = schema.and_then(|s| s.child(key));
                 let embedded = child_schema.is_some_and(|s| s.embedded_resource());
-                out.insert(Key::from(key.as_str()), to_cel(child_schema, child, embedded));
+                out.insert(
+                    Key::from(key.as_str()),
+                    to_cel(child_schema, child, embedded),
+                );
             }
             cel::Value::Map(Map { map: Arc::new(out) })
         }
@@ -326,7 +388,10 @@ mod tests {
     fn field_paths_append_like_kube() {
         assert_eq!(append_field_path("spec", ".domain"), "spec.domain");
         assert_eq!(append_field_path("", ".spec.a"), "spec.a");
-        assert_eq!(append_field_path("spec", ".labels['a.b']"), "spec.labels[a.b]");
+        assert_eq!(
+            append_field_path("spec", ".labels['a.b']"),
+            "spec.labels[a.b]"
+        );
         assert_eq!(append_field_path("spec", ".list[0].x"), "spec.list[0].x");
     }
 }

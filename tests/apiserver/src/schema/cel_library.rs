@@ -23,8 +23,12 @@ pub(crate) fn register(ctx: &mut Context<'_, '_>) {
     let _ = ctx.add_function("isURL", |s: Arc<String>| is_request_uri(&s));
     let _ = ctx.add_function("isSorted", is_sorted);
     let _ = ctx.add_function("sum", sum);
-    let _ = ctx.add_function("min", |This(list): This<Arc<Vec<Value>>>| extreme(&list, std::cmp::Ordering::Less));
-    let _ = ctx.add_function("max", |This(list): This<Arc<Vec<Value>>>| extreme(&list, std::cmp::Ordering::Greater));
+    let _ = ctx.add_function("min", |This(list): This<Arc<Vec<Value>>>| {
+        extreme(&list, std::cmp::Ordering::Less)
+    });
+    let _ = ctx.add_function("max", |This(list): This<Arc<Vec<Value>>>| {
+        extreme(&list, std::cmp::Ordering::Greater)
+    });
     let _ = ctx.add_function("find", find);
     let _ = ctx.add_function("findAll", find_all);
 }
@@ -41,7 +45,12 @@ fn is_sorted(This(list): This<Arc<Vec<Value>>>) -> Result<bool, ExecutionError> 
         match pair[0].partial_cmp(&pair[1]) {
             Some(std::cmp::Ordering::Greater) => return Ok(false),
             Some(_) => {}
-            None => return Err(ExecutionError::function_error("isSorted", "list items are not comparable")),
+            None => {
+                return Err(ExecutionError::function_error(
+                    "isSorted",
+                    "list items are not comparable",
+                ));
+            }
         }
     }
     Ok(true)
@@ -55,16 +64,27 @@ fn sum(This(list): This<Arc<Vec<Value>>>) -> Result<Value, ExecutionError> {
     for item in list.iter() {
         match item {
             Value::Int(i) => {
-                int_total = int_total.checked_add(*i).ok_or_else(|| ExecutionError::function_error("sum", "overflow"))?;
+                int_total = int_total
+                    .checked_add(*i)
+                    .ok_or_else(|| ExecutionError::function_error("sum", "overflow"))?;
             }
             Value::Float(f) => {
                 floats = true;
                 float_total += f;
             }
-            _ => return Err(ExecutionError::function_error("sum", "list items must be numbers")),
+            _ => {
+                return Err(ExecutionError::function_error(
+                    "sum",
+                    "list items must be numbers",
+                ));
+            }
         }
     }
-    Ok(if floats { Value::Float(float_total + int_total as f64) } else { Value::Int(int_total) })
+    Ok(if floats {
+        Value::Float(float_total + int_total as f64)
+    } else {
+        Value::Int(int_total)
+    })
 }
 
 /// `<list>.min()` / `<list>.max()`: the least or greatest item; an error for an empty list.
@@ -76,22 +96,35 @@ fn extreme(list: &[Value], wanted: std::cmp::Ordering) -> Result<Value, Executio
             Some(current) => match item.partial_cmp(current) {
                 Some(order) if order == wanted => Some(item),
                 Some(_) => Some(current),
-                None => return Err(ExecutionError::function_error("min/max", "list items are not comparable")),
+                None => {
+                    return Err(ExecutionError::function_error(
+                        "min/max",
+                        "list items are not comparable",
+                    ));
+                }
             },
         };
     }
-    best.cloned().ok_or_else(|| ExecutionError::function_error("min/max", "the list is empty"))
+    best.cloned()
+        .ok_or_else(|| ExecutionError::function_error("min/max", "the list is empty"))
 }
 
 /// `<string>.find(<regex>)`: the first match, or the empty string.
 fn find(This(s): This<Arc<String>>, pattern: Arc<String>) -> Result<Value, ExecutionError> {
     let re = Regex::new(&pattern).map_err(|e| ExecutionError::function_error("find", e))?;
-    Ok(Value::String(Arc::new(re.find(&s).map(|m| m.as_str().to_string()).unwrap_or_default())))
+    Ok(Value::String(Arc::new(
+        re.find(&s)
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_default(),
+    )))
 }
 
 /// `<string>.findAll(<regex>)`: every match.
 fn find_all(This(s): This<Arc<String>>, pattern: Arc<String>) -> Result<Value, ExecutionError> {
     let re = Regex::new(&pattern).map_err(|e| ExecutionError::function_error("findAll", e))?;
-    let found: Vec<Value> = re.find_iter(&s).map(|m| Value::String(Arc::new(m.as_str().to_string()))).collect();
+    let found: Vec<Value> = re
+        .find_iter(&s)
+        .map(|m| Value::String(Arc::new(m.as_str().to_string())))
+        .collect();
     Ok(Value::List(Arc::new(found)))
 }

@@ -83,12 +83,16 @@ mod tests {
             "policy": {"type": "string", "default": "Delete"},
             "inner": {"type": "object", "default": {}, "properties": {"n": {"type": "integer", "default": 3}}}
         }}}});
-        assert_eq!(run(schema, json!({})), json!({"spec": {"policy": "Delete", "inner": {"n": 3}}}));
+        assert_eq!(
+            run(schema, json!({})),
+            json!({"spec": {"policy": "Delete", "inner": {"n": 3}}})
+        );
     }
 
     #[test]
     fn present_values_are_kept() {
-        let schema = json!({"type": "object", "properties": {"p": {"type": "string", "default": "A"}}});
+        let schema =
+            json!({"type": "object", "properties": {"p": {"type": "string", "default": "A"}}});
         assert_eq!(run(schema, json!({"p": "B"})), json!({"p": "B"}));
     }
 
@@ -99,7 +103,10 @@ mod tests {
             "b": {"type": "string"},
             "c": {"type": "string", "nullable": true, "default": "y"}
         }});
-        assert_eq!(run(schema, json!({"a": null, "b": null, "c": null})), json!({"a": "x", "c": null}));
+        assert_eq!(
+            run(schema, json!({"a": null, "b": null, "c": null})),
+            json!({"a": "x", "c": null})
+        );
     }
 
     #[test]

@@ -74,12 +74,24 @@ impl FieldError {
 
     /// `field.Invalid`: `Invalid value: <value>: <detail>`.
     pub(crate) fn invalid(path: &str, value: &str, detail: &str) -> Self {
-        Self::with_value(path, FieldErrorReason::FieldValueInvalid, "Invalid value", value, detail)
+        Self::with_value(
+            path,
+            FieldErrorReason::FieldValueInvalid,
+            "Invalid value",
+            value,
+            detail,
+        )
     }
 
     /// `field.TypeInvalid`: `Invalid value: <value>: <detail>` with reason `FieldValueTypeInvalid`.
     pub(crate) fn type_invalid(path: &str, value: &str, detail: &str) -> Self {
-        Self::with_value(path, FieldErrorReason::FieldValueTypeInvalid, "Invalid value", value, detail)
+        Self::with_value(
+            path,
+            FieldErrorReason::FieldValueTypeInvalid,
+            "Invalid value",
+            value,
+            detail,
+        )
     }
 
     /// `field.NotSupported`: `Unsupported value: <value>: supported values: "a", "b"`.
@@ -90,18 +102,36 @@ impl FieldError {
             let quoted: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
             format!("supported values: {}", quoted.join(", "))
         };
-        Self::with_value(path, FieldErrorReason::FieldValueNotSupported, "Unsupported value", value, &detail)
+        Self::with_value(
+            path,
+            FieldErrorReason::FieldValueNotSupported,
+            "Unsupported value",
+            value,
+            &detail,
+        )
     }
 
     /// `field.Duplicate`: `Duplicate value: <value>`.
     pub(crate) fn duplicate(path: &str, value: &str) -> Self {
-        Self::with_value(path, FieldErrorReason::FieldValueDuplicate, "Duplicate value", value, "")
+        Self::with_value(
+            path,
+            FieldErrorReason::FieldValueDuplicate,
+            "Duplicate value",
+            value,
+            "",
+        )
     }
 
     /// `field.TooMany`: `Too many: <actual>: must have at most <max> items`.
     pub(crate) fn too_many(path: &str, actual: usize, max: i64) -> Self {
         let detail = format!("must have at most {max} items");
-        Self::with_value(path, FieldErrorReason::FieldValueTooMany, "Too many", &actual.to_string(), &detail)
+        Self::with_value(
+            path,
+            FieldErrorReason::FieldValueTooMany,
+            "Too many",
+            &actual.to_string(),
+            &detail,
+        )
     }
 
     /// `field.TooLongMaxLength`: `Too long: may not be longer than <max>` (the value is omitted).
@@ -116,33 +146,65 @@ impl FieldError {
 
     /// `field.Required`: `Required value` or `Required value: <detail>`.
     pub(crate) fn required(path: &str, detail: &str) -> Self {
-        Self::without_value(path, FieldErrorReason::FieldValueRequired, "Required value", detail)
+        Self::without_value(
+            path,
+            FieldErrorReason::FieldValueRequired,
+            "Required value",
+            detail,
+        )
     }
 
     /// `field.Forbidden`: `Forbidden: <detail>`.
     pub(crate) fn forbidden(path: &str, detail: &str) -> Self {
-        Self::without_value(path, FieldErrorReason::FieldValueForbidden, "Forbidden", detail)
+        Self::without_value(
+            path,
+            FieldErrorReason::FieldValueForbidden,
+            "Forbidden",
+            detail,
+        )
     }
 
-    fn with_value(path: &str, reason: FieldErrorReason, kind: &str, value: &str, detail: &str) -> Self {
+    fn with_value(
+        path: &str,
+        reason: FieldErrorReason,
+        kind: &str,
+        value: &str,
+        detail: &str,
+    ) -> Self {
         let mut message = format!("{kind}: {value}");
         if !detail.is_empty() {
             message.push_str(": ");
             message.push_str(detail);
         }
-        FieldError { path: path.to_string(), reason, message }
+        FieldError {
+            path: path.to_string(),
+            reason,
+            message,
+        }
     }
 
     fn without_value(path: &str, reason: FieldErrorReason, kind: &str, detail: &str) -> Self {
-        let message = if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") };
-        FieldError { path: path.to_string(), reason, message }
+        let message = if detail.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}: {detail}")
+        };
+        FieldError {
+            path: path.to_string(),
+            reason,
+            message,
+        }
     }
 }
 
 impl fmt::Display for FieldError {
     /// `<path>: <message>`, as `field.Error.Error()` prints it (`<nil>` for the object itself).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let path = if self.path.is_empty() { "<nil>" } else { self.path.as_str() };
+        let path = if self.path.is_empty() {
+            "<nil>"
+        } else {
+            self.path.as_str()
+        };
         write!(f, "{path}: {}", self.message)
     }
 }
@@ -176,8 +238,10 @@ fn go_sharp_v(value: &Value) -> String {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            let parts: Vec<String> =
-                keys.iter().map(|k| format!("{}:{}", go_quote(k), go_sharp_v(&map[k.as_str()]))).collect();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}:{}", go_quote(k), go_sharp_v(&map[k.as_str()])))
+                .collect();
             format!("map[string]interface {{}}{{{}}}", parts.join(", "))
         }
     }
@@ -210,7 +274,10 @@ mod tests {
 
     #[test]
     fn bodies_match_field_error_body() {
-        assert_eq!(FieldError::required("spec.domain", "").message, "Required value");
+        assert_eq!(
+            FieldError::required("spec.domain", "").message,
+            "Required value"
+        );
         assert_eq!(
             FieldError::invalid("spec.x", &render_value(&json!("a")), "bad").message,
             "Invalid value: \"a\": bad"
@@ -219,17 +286,32 @@ mod tests {
             FieldError::not_supported("spec.x", "\"c\"", &["a".into(), "b".into()]).message,
             "Unsupported value: \"c\": supported values: \"a\", \"b\""
         );
-        assert_eq!(FieldError::too_long("spec.x", 3).message, "Too long: may not be longer than 3");
-        assert_eq!(FieldError::too_many("spec.x", 4, 3).message, "Too many: 4: must have at most 3 items");
-        assert_eq!(FieldError::forbidden("spec.x", "no").message, "Forbidden: no");
-        assert_eq!(FieldError::duplicate("spec.x[1]", "\"a\"").message, "Duplicate value: \"a\"");
+        assert_eq!(
+            FieldError::too_long("spec.x", 3).message,
+            "Too long: may not be longer than 3"
+        );
+        assert_eq!(
+            FieldError::too_many("spec.x", 4, 3).message,
+            "Too many: 4: must have at most 3 items"
+        );
+        assert_eq!(
+            FieldError::forbidden("spec.x", "no").message,
+            "Forbidden: no"
+        );
+        assert_eq!(
+            FieldError::duplicate("spec.x[1]", "\"a\"").message,
+            "Duplicate value: \"a\""
+        );
     }
 
     #[test]
     fn values_render_like_go() {
         assert_eq!(render_value(&json!(null)), "\"null\"");
         assert_eq!(render_value(&json!(5)), "5");
-        assert_eq!(render_value(&json!({"type": "Ready", "a": 1})), "map[string]interface {}{\"a\":1, \"type\":\"Ready\"}");
+        assert_eq!(
+            render_value(&json!({"type": "Ready", "a": 1})),
+            "map[string]interface {}{\"a\":1, \"type\":\"Ready\"}"
+        );
         assert_eq!(render_value(&json!(["a", 1])), "[]interface {}{\"a\", 1}");
     }
 

@@ -28,7 +28,9 @@ pub(crate) fn check_format(format: &str, value: &str) -> bool {
         "uuid3" => UUID3.is_match(value),
         "uuid4" => UUID4.is_match(value),
         "uuid5" => UUID5.is_match(value),
-        "byte" => base64::engine::general_purpose::STANDARD.decode(value).is_ok(),
+        "byte" => base64::engine::general_purpose::STANDARD
+            .decode(value)
+            .is_ok(),
         "date" => chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d").is_ok() && value.len() == 10,
         "date-time" | "datetime" => chrono::DateTime::parse_from_rfc3339(value).is_ok(),
         "duration" => DURATION.is_match(value),
@@ -43,12 +45,18 @@ pub(crate) fn check_format(format: &str, value: &str) -> bool {
 
 /// `net.ParseCIDR`: an IP address, `/`, a prefix length that fits the address family.
 pub(crate) fn is_cidr(value: &str) -> bool {
-    let Some((addr, prefix)) = value.split_once('/') else { return false };
-    let Ok(addr) = addr.parse::<IpAddr>() else { return false };
+    let Some((addr, prefix)) = value.split_once('/') else {
+        return false;
+    };
+    let Ok(addr) = addr.parse::<IpAddr>() else {
+        return false;
+    };
     if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_digit()) || prefix.len() > 3 {
         return false;
     }
-    let Ok(prefix) = prefix.parse::<u8>() else { return false };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
     match addr {
         IpAddr::V4(_) => prefix <= 32,
         IpAddr::V6(_) => prefix <= 128,
@@ -60,7 +68,10 @@ pub(crate) fn is_cidr(value: &str) -> bool {
 fn is_hostname(value: &str) -> bool {
     !value.is_empty()
         && value.len() <= 255
-        && value.trim_end_matches('.').split('.').all(|label| HOSTNAME_LABEL.is_match(label))
+        && value
+            .trim_end_matches('.')
+            .split('.')
+            .all(|label| HOSTNAME_LABEL.is_match(label))
 }
 
 /// `url.ParseRequestURI`: an absolute URI (`scheme:...`) or an absolute path, without spaces.
@@ -76,26 +87,37 @@ fn regex(pattern: &str) -> Regex {
     Regex::new(pattern).expect("constant format pattern compiles")
 }
 
-static HOSTNAME_LABEL: LazyLock<Regex> = LazyLock::new(|| regex(r"^[\p{L}\p{N}]([\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?$"));
+static HOSTNAME_LABEL: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"^[\p{L}\p{N}]([\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?$"));
 static EMAIL: LazyLock<Regex> = LazyLock::new(|| regex(r"^[^@\s<>]+@[^@\s<>]+$"));
-static UUID: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$"));
-static UUID3: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$"));
-static UUID4: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$"));
-static UUID5: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$"));
+static UUID: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+});
+static UUID3: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?3[0-9a-f]{3}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
+});
+static UUID4: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?4[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+});
+static UUID5: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?5[0-9a-f]{3}-?[89ab][0-9a-f]{3}-?[0-9a-f]{12}$")
+});
 static DURATION: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$|^\d+\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?)$|^0$")
+    regex(
+        r"^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$|^\d+\s*(ns|us|µs|ms|s|m|h|d|w|nanoseconds?|microseconds?|milliseconds?|seconds?|minutes?|hours?|days?|weeks?)$|^0$",
+    )
 });
 static MAC: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"(?i)^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$|^([0-9a-f]{2}[:-]){7}[0-9a-f]{2}$|^([0-9a-f]{4}\.){2}[0-9a-f]{4}$")
+    regex(
+        r"(?i)^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$|^([0-9a-f]{2}[:-]){7}[0-9a-f]{2}$|^([0-9a-f]{4}\.){2}[0-9a-f]{4}$",
+    )
 });
 static BSON_OBJECT_ID: LazyLock<Regex> = LazyLock::new(|| regex(r"^[0-9a-fA-F]{24}$"));
 static HEX_COLOR: LazyLock<Regex> = LazyLock::new(|| regex(r"^#?([0-9a-fA-F]{3}|[0-9a-fA-F]{6})$"));
 static RGB_COLOR: LazyLock<Regex> = LazyLock::new(|| {
-    regex(r"^rgb\(\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*\)$")
+    regex(
+        r"^rgb\(\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*,\s*(0|[1-9]\d?|1\d\d?|2[0-4]\d|25[0-5])\s*\)$",
+    )
 });
 static SSN: LazyLock<Regex> = LazyLock::new(|| regex(r"^\d{3}[- ]?\d{2}[- ]?\d{4}$"));
 

@@ -10,14 +10,22 @@ use super::node::{Node, child_path, index_path};
 use super::validate::json_equal;
 
 /// Checks every list below `value` (inclusive) and appends duplicates to `errs`.
-pub(crate) fn validate_list_types(schema: Node<'_>, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_list_types(
+    schema: Node<'_>,
+    value: &Value,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     match value {
         Value::Array(items) => {
             match schema.list_type() {
                 Some("set") => {
                     for (i, item) in items.iter().enumerate() {
                         if items[..i].iter().any(|earlier| json_equal(earlier, item)) {
-                            errs.push(FieldError::duplicate(&index_path(path, i), &render_value(item)));
+                            errs.push(FieldError::duplicate(
+                                &index_path(path, i),
+                                &render_value(item),
+                            ));
                         }
                     }
                 }
@@ -34,8 +42,14 @@ pub(crate) fn validate_list_types(schema: Node<'_>, value: &Value, path: &str, e
                     };
                     for (i, item) in items.iter().enumerate() {
                         let key = key_of(item);
-                        if items[..i].iter().any(|earlier| json_equal(&key_of(earlier), &key)) {
-                            errs.push(FieldError::duplicate(&index_path(path, i), &render_value(&key)));
+                        if items[..i]
+                            .iter()
+                            .any(|earlier| json_equal(&key_of(earlier), &key))
+                        {
+                            errs.push(FieldError::duplicate(
+                                &index_path(path, i),
+                                &render_value(&key),
+                            ));
                         }
                     }
                 }

@@ -53,7 +53,10 @@ pub fn admit(schema: &Value, obj: &mut Value, old: Option<&Value>) -> Result<(),
     validate::validate(root, obj, old, "", &mut errs);
     listtype::validate_list_types(root, obj, "", &mut errs);
     let blocking = errs.iter().any(|e| {
-        matches!(e.reason, FieldErrorReason::FieldValueTypeInvalid | FieldErrorReason::FieldValueNotSupported)
+        matches!(
+            e.reason,
+            FieldErrorReason::FieldValueTypeInvalid | FieldErrorReason::FieldValueNotSupported
+        )
     });
     if blocking {
         errs.push(FieldError::invalid(

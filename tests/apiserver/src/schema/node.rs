@@ -152,7 +152,11 @@ pub(crate) const OBJECT_META_FIELDS: &[&str] = &[
 
 /// `field.Path.Child`: `parent.name`, or `name` at the root.
 pub(crate) fn child_path(parent: &str, name: &str) -> String {
-    if parent.is_empty() { name.to_string() } else { format!("{parent}.{name}") }
+    if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}.{name}")
+    }
 }
 
 /// `field.Path.Index`: `parent[i]`.
@@ -163,12 +167,20 @@ pub(crate) fn index_path(parent: &str, index: usize) -> String {
 /// For a list with `x-kubernetes-list-type: map`, the item of `old` whose map keys equal those of
 /// `item` (kube-apiserver correlates list-map items this way for ratcheting and transition
 /// rules).
-pub(crate) fn correlate_map_item<'v>(keys: &[&str], item: &Value, old: &'v [Value]) -> Option<&'v Value> {
+pub(crate) fn correlate_map_item<'v>(
+    keys: &[&str],
+    item: &Value,
+    old: &'v [Value],
+) -> Option<&'v Value> {
     if keys.is_empty() {
         return None;
     }
     let wanted: Vec<Option<&Value>> = keys.iter().map(|k| item.get(*k)).collect();
-    old.iter().find(|candidate| keys.iter().zip(&wanted).all(|(k, w)| candidate.get(*k) == *w))
+    old.iter().find(|candidate| {
+        keys.iter()
+            .zip(&wanted)
+            .all(|(k, w)| candidate.get(*k) == *w)
+    })
 }
 
 #[cfg(test)]

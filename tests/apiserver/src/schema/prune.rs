@@ -16,13 +16,21 @@ use super::node::{Additional, Node, OBJECT_META_FIELDS, child_path, index_path};
 
 /// Prunes `value` in place against `schema` and appends the dropped fields' paths to `dropped`.
 /// `resource_root` marks the object's root or an embedded resource.
-pub(crate) fn prune(schema: Node<'_>, value: &mut Value, path: &str, resource_root: bool, dropped: &mut Vec<String>) {
+pub(crate) fn prune(
+    schema: Node<'_>,
+    value: &mut Value,
+    path: &str,
+    resource_root: bool,
+    dropped: &mut Vec<String>,
+) {
     match value {
         Value::Object(map) => {
             let keys: Vec<String> = map.keys().cloned().collect();
             for key in keys {
                 let child = child_path(path, &key);
-                let Some(child_value) = map.get_mut(&key) else { continue };
+                let Some(child_value) = map.get_mut(&key) else {
+                    continue;
+                };
                 if resource_root {
                     match key.as_str() {
                         "metadata" => {
@@ -38,7 +46,9 @@ pub(crate) fn prune(schema: Node<'_>, value: &mut Value, path: &str, resource_ro
                     continue;
                 }
                 match schema.additional() {
-                    Additional::Schema(node) => prune(node, child_value, &child, node.embedded_resource(), dropped),
+                    Additional::Schema(node) => {
+                        prune(node, child_value, &child, node.embedded_resource(), dropped)
+                    }
                     Additional::Bool(true) => {}
                     _ if schema.preserve_unknown() => {}
                     _ => {
@@ -51,7 +61,13 @@ pub(crate) fn prune(schema: Node<'_>, value: &mut Value, path: &str, resource_ro
         Value::Array(items) => {
             if let Some(item_schema) = schema.items() {
                 for (i, item) in items.iter_mut().enumerate() {
-                    prune(item_schema, item, &index_path(path, i), item_schema.embedded_resource(), dropped);
+                    prune(
+                        item_schema,
+                        item,
+                        &index_path(path, i),
+                        item_schema.embedded_resource(),
+                        dropped,
+                    );
                 }
             }
         }
@@ -62,7 +78,11 @@ pub(crate) fn prune(schema: Node<'_>, value: &mut Value, path: &str, resource_ro
 /// Drops the keys of a `metadata` object that `metav1.ObjectMeta` does not have.
 fn prune_object_meta(meta: &mut Value, path: &str, dropped: &mut Vec<String>) {
     if let Value::Object(map) = meta {
-        let unknown: Vec<String> = map.keys().filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str())).cloned().collect();
+        let unknown: Vec<String> = map
+            .keys()
+            .filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str()))
+            .cloned()
+            .collect();
         for key in unknown {
             map.remove(&key);
             dropped.push(child_path(path, &key));
@@ -93,7 +113,10 @@ mod tests {
             &schema,
             json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n", "bogus": 1}, "spec": {"a": "x", "b": 1}, "extra": true}),
         );
-        assert_eq!(out, json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"}, "spec": {"a": "x"}}));
+        assert_eq!(
+            out,
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "n"}, "spec": {"a": "x"}})
+        );
         assert_eq!(sorted(dropped), vec!["extra", "metadata.bogus", "spec.b"]);
     }
 
@@ -108,7 +131,10 @@ mod tests {
             &schema,
             json!({"free": {"x": {"deep": 1}, "known": {"gone": 1}}, "labels": {"a": "b"}, "list": [{"n": "a", "z": 1}]}),
         );
-        assert_eq!(out, json!({"free": {"x": {"deep": 1}, "known": {}}, "labels": {"a": "b"}, "list": [{"n": "a"}]}));
+        assert_eq!(
+            out,
+            json!({"free": {"x": {"deep": 1}, "known": {}}, "labels": {"a": "b"}, "list": [{"n": "a"}]})
+        );
         assert_eq!(sorted(dropped), vec!["free.known.gone", "list[0].z"]);
     }
 
@@ -121,7 +147,13 @@ mod tests {
             &schema,
             json!({"template": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a", "x": 1}, "spec": {}, "data": {}}}),
         );
-        assert_eq!(out, json!({"template": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a"}, "spec": {}}}));
-        assert_eq!(sorted(dropped), vec!["template.data", "template.metadata.x"]);
+        assert_eq!(
+            out,
+            json!({"template": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a"}, "spec": {}}})
+        );
+        assert_eq!(
+            sorted(dropped),
+            vec!["template.data", "template.metadata.x"]
+        );
     }
 }

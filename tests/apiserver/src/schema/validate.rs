@@ -25,7 +25,13 @@ use super::node::{Node, child_path, correlate_map_item, index_path};
 
 /// Validates `value` at `path` against `schema`, appending failures to `errs`. `old` is the
 /// correlated old value on update (for ratcheting), `None` on create.
-pub(crate) fn validate(schema: Node<'_>, value: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate(
+    schema: Node<'_>,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     if old == Some(value) {
         return;
     }
@@ -70,7 +76,9 @@ fn type_matches(schema: Node<'_>, value: &Value) -> bool {
 
 fn is_integer(value: &Value) -> bool {
     match value {
-        Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
         _ => false,
     }
 }
@@ -78,13 +86,23 @@ fn is_integer(value: &Value) -> bool {
 /// kube-openapi's `InvalidType`: `Invalid value: "<actual>": <path> in body must be of type
 /// <type>: "<actual>"`, reason `FieldValueTypeInvalid`.
 fn type_error(schema: Node<'_>, path: &str, actual: &str) -> FieldError {
-    let wanted = if schema.int_or_string() { "integer,string" } else { schema.type_name().unwrap_or("") };
+    let wanted = if schema.int_or_string() {
+        "integer,string"
+    } else {
+        schema.type_name().unwrap_or("")
+    };
     let quoted = render_value(&Value::String(actual.to_string()));
-    FieldError::type_invalid(path, &quoted, &format!("{path} in body must be of type {wanted}: {quoted}"))
+    FieldError::type_invalid(
+        path,
+        &quoted,
+        &format!("{path} in body must be of type {wanted}: {quoted}"),
+    )
 }
 
 fn validate_enum(schema: Node<'_>, value: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    let Some(allowed) = schema.get("enum").and_then(Value::as_array) else { return };
+    let Some(allowed) = schema.get("enum").and_then(Value::as_array) else {
+        return;
+    };
     if allowed.iter().any(|candidate| json_equal(candidate, value)) {
         return;
     }
@@ -95,7 +113,11 @@ fn validate_enum(schema: Node<'_>, value: &Value, path: &str, errs: &mut Vec<Fie
             other => other.to_string(),
         })
         .collect();
-    errs.push(FieldError::not_supported(path, &render_value(value), &names));
+    errs.push(FieldError::not_supported(
+        path,
+        &render_value(value),
+        &names,
+    ));
 }
 
 fn validate_string(schema: Node<'_>, s: &str, path: &str, errs: &mut Vec<FieldError>) {
@@ -109,26 +131,43 @@ fn validate_string(schema: Node<'_>, s: &str, path: &str, errs: &mut Vec<FieldEr
     if let Some(min) = schema.get("minLength").and_then(Value::as_i64)
         && chars < min
     {
-        errs.push(FieldError::invalid(path, &bad, &format!("{path} in body should be at least {min} chars long")));
+        errs.push(FieldError::invalid(
+            path,
+            &bad,
+            &format!("{path} in body should be at least {min} chars long"),
+        ));
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
         && pattern_matches(pattern, s) == Some(false)
     {
-        errs.push(FieldError::invalid(path, &bad, &format!("{path} in body should match '{pattern}'")));
+        errs.push(FieldError::invalid(
+            path,
+            &bad,
+            &format!("{path} in body should match '{pattern}'"),
+        ));
     }
     if let Some(format) = schema.get("format").and_then(Value::as_str)
         && !check_format(format, s)
     {
-        errs.push(FieldError::type_invalid(path, &bad, &format!("{path} in body must be of type {format}: {bad}")));
+        errs.push(FieldError::type_invalid(
+            path,
+            &bad,
+            &format!("{path} in body must be of type {format}: {bad}"),
+        ));
     }
 }
 
 /// Whether `s` matches `pattern` (an unanchored search, like Go's `regexp.MatchString`), or `None`
 /// when the pattern does not compile (kube-apiserver refuses such CRDs; here it is not enforced).
 fn pattern_matches(pattern: &str, s: &str) -> Option<bool> {
-    static CACHE: LazyLock<Mutex<HashMap<String, Option<Regex>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-    let mut cache = CACHE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let regex = cache.entry(pattern.to_string()).or_insert_with(|| Regex::new(pattern).ok());
+    static CACHE: LazyLock<Mutex<HashMap<String, Option<Regex>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let regex = cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| Regex::new(pattern).ok());
     regex.as_ref().map(|r| r.is_match(s))
 }
 
@@ -137,23 +176,37 @@ fn validate_number(schema: Node<'_>, value: &Value, path: &str, errs: &mut Vec<F
     let bad = render_value(value);
     if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
         if schema.flag("exclusiveMaximum") && n >= max {
-            errs.push(FieldError::invalid(path, &bad, &format!("{path} in body should be less than {}", go_float(max))));
+            errs.push(FieldError::invalid(
+                path,
+                &bad,
+                &format!("{path} in body should be less than {}", go_float(max)),
+            ));
         } else if n > max {
             errs.push(FieldError::invalid(
                 path,
                 &bad,
-                &format!("{path} in body should be less than or equal to {}", go_float(max)),
+                &format!(
+                    "{path} in body should be less than or equal to {}",
+                    go_float(max)
+                ),
             ));
         }
     }
     if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
         if schema.flag("exclusiveMinimum") && n <= min {
-            errs.push(FieldError::invalid(path, &bad, &format!("{path} in body should be greater than {}", go_float(min))));
+            errs.push(FieldError::invalid(
+                path,
+                &bad,
+                &format!("{path} in body should be greater than {}", go_float(min)),
+            ));
         } else if n < min {
             errs.push(FieldError::invalid(
                 path,
                 &bad,
-                &format!("{path} in body should be greater than or equal to {}", go_float(min)),
+                &format!(
+                    "{path} in body should be greater than or equal to {}",
+                    go_float(min)
+                ),
             ));
         }
     }
@@ -162,17 +215,34 @@ fn validate_number(schema: Node<'_>, value: &Value, path: &str, errs: &mut Vec<F
     {
         let quotient = n / factor;
         if (quotient - quotient.round()).abs() > 1e-9 {
-            errs.push(FieldError::invalid(path, &bad, &format!("{path} in body should be a multiple of {}", go_float(factor))));
+            errs.push(FieldError::invalid(
+                path,
+                &bad,
+                &format!(
+                    "{path} in body should be a multiple of {}",
+                    go_float(factor)
+                ),
+            ));
         }
     }
 }
 
 /// A float as Go's `%v` prints whole numbers (`3`, not `3.0`).
 fn go_float(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e21 { format!("{}", f as i64) } else { format!("{f}") }
+    if f.fract() == 0.0 && f.abs() < 1e21 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
 }
 
-fn validate_array(schema: Node<'_>, items: &[Value], old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+fn validate_array(
+    schema: Node<'_>,
+    items: &[Value],
+    old: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     let len = items.len();
     if let Some(max) = schema.get("maxItems").and_then(Value::as_i64)
         && len as i64 > max
@@ -189,7 +259,10 @@ fn validate_array(schema: Node<'_>, items: &[Value], old: Option<&Value>, path: 
         ));
     }
     if schema.flag("uniqueItems") {
-        let duplicated = items.iter().enumerate().any(|(i, a)| items[..i].iter().any(|b| json_equal(a, b)));
+        let duplicated = items
+            .iter()
+            .enumerate()
+            .any(|(i, a)| items[..i].iter().any(|b| json_equal(a, b)));
         if duplicated {
             errs.push(FieldError::invalid(
                 path,
@@ -198,8 +271,13 @@ fn validate_array(schema: Node<'_>, items: &[Value], old: Option<&Value>, path: 
             ));
         }
     }
-    let Some(item_schema) = schema.items() else { return };
-    let old_items = old.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let Some(item_schema) = schema.items() else {
+        return;
+    };
+    let old_items = old
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     let keys = schema.list_map_keys();
     for (i, item) in items.iter().enumerate() {
         let old_item = match schema.list_type() {
@@ -211,12 +289,25 @@ fn validate_array(schema: Node<'_>, items: &[Value], old: Option<&Value>, path: 
     }
 }
 
-fn validate_object(schema: Node<'_>, value: &Value, old: Option<&Value>, path: &str, errs: &mut Vec<FieldError>) {
+fn validate_object(
+    schema: Node<'_>,
+    value: &Value,
+    old: Option<&Value>,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     let Some(map) = value.as_object() else { return };
     if schema.embedded_resource() {
         for key in ["apiVersion", "kind"] {
-            if map.get(key).and_then(Value::as_str).is_none_or(str::is_empty) {
-                errs.push(FieldError::required(&child_path(path, key), "must not be empty"));
+            if map
+                .get(key)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                errs.push(FieldError::required(
+                    &child_path(path, key),
+                    "must not be empty",
+                ));
             }
         }
     }
@@ -236,7 +327,11 @@ fn validate_object(schema: Node<'_>, value: &Value, old: Option<&Value>, path: &
     if let Some(min) = schema.get("minProperties").and_then(Value::as_i64)
         && (count as i64) < min
     {
-        errs.push(FieldError::invalid(path, &render_value(value), &format!("{path} in body should have at least {min} properties")));
+        errs.push(FieldError::invalid(
+            path,
+            &render_value(value),
+            &format!("{path} in body should have at least {min} properties"),
+        ));
     }
     for (key, child) in map {
         if let Some(child_schema) = schema.child(key) {
@@ -261,7 +356,11 @@ fn validate_composition(schema: Node<'_>, value: &Value, path: &str, errs: &mut 
     if !all_of.is_empty() {
         let failed: Vec<FieldError> = all_of.into_iter().flat_map(run).collect();
         if !failed.is_empty() {
-            errs.push(FieldError::invalid("", &empty, &format!("{quoted_path} must validate all the schemas (allOf)")));
+            errs.push(FieldError::invalid(
+                "",
+                &empty,
+                &format!("{quoted_path} must validate all the schemas (allOf)"),
+            ));
             errs.extend(failed);
         }
     }
@@ -269,7 +368,11 @@ fn validate_composition(schema: Node<'_>, value: &Value, path: &str, errs: &mut 
     if !any_of.is_empty() {
         let results: Vec<Vec<FieldError>> = any_of.into_iter().map(run).collect();
         if results.iter().all(|r| !r.is_empty()) {
-            errs.push(FieldError::invalid("", &empty, &format!("{quoted_path} must validate at least one schema (anyOf)")));
+            errs.push(FieldError::invalid(
+                "",
+                &empty,
+                &format!("{quoted_path} must validate at least one schema (anyOf)"),
+            ));
             errs.extend(results.into_iter().next().unwrap_or_default());
         }
     }
@@ -278,7 +381,11 @@ fn validate_composition(schema: Node<'_>, value: &Value, path: &str, errs: &mut 
         let results: Vec<Vec<FieldError>> = one_of.into_iter().map(run).collect();
         let passing = results.iter().filter(|r| r.is_empty()).count();
         if passing != 1 {
-            errs.push(FieldError::invalid("", &empty, &format!("{quoted_path} must validate one and only one schema (oneOf)")));
+            errs.push(FieldError::invalid(
+                "",
+                &empty,
+                &format!("{quoted_path} must validate one and only one schema (oneOf)"),
+            ));
             if passing == 0 {
                 errs.extend(results.into_iter().next().unwrap_or_default());
             }
@@ -287,7 +394,11 @@ fn validate_composition(schema: Node<'_>, value: &Value, path: &str, errs: &mut 
     if let Some(not) = schema.get("not").filter(|v| v.is_object())
         && run(Node(not)).is_empty()
     {
-        errs.push(FieldError::invalid("", &empty, &format!("{quoted_path} must not validate the schema (not)")));
+        errs.push(FieldError::invalid(
+            "",
+            &empty,
+            &format!("{quoted_path} must not validate the schema (not)"),
+        ));
     }
 }
 
@@ -295,9 +406,13 @@ fn validate_composition(schema: Node<'_>, value: &Value, path: &str, errs: &mut 
 pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q)),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
+        }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
         }
         _ => a == b,
     }

@@ -57,15 +57,29 @@ pub struct Answer {
 
 impl Raw {
     pub fn new(server: &TestApiServer) -> Raw {
+        // reqwest is built without a default TLS crypto provider; plain HTTP still needs one set.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         Raw {
             base: server.url(),
             http: reqwest::Client::new(),
         }
     }
 
-    pub async fn send(&self, method: &str, path: &str, content_type: Option<&str>, body: Option<Value>) -> Answer {
-        self.send_with(method, path, content_type, None, body.map(|b| b.to_string().into_bytes()))
-            .await
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<Value>,
+    ) -> Answer {
+        self.send_with(
+            method,
+            path,
+            content_type,
+            None,
+            body.map(|b| b.to_string().into_bytes()),
+        )
+        .await
     }
 
     pub async fn send_with(
@@ -92,7 +106,12 @@ impl Raw {
         let headers = resp.headers().clone();
         let text = resp.text().await.unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Answer { status, body, text, headers }
+        Answer {
+            status,
+            body,
+            text,
+            headers,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Answer {
@@ -100,7 +119,8 @@ impl Raw {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> Answer {
-        self.send("POST", path, Some("application/json"), Some(body)).await
+        self.send("POST", path, Some("application/json"), Some(body))
+            .await
     }
 
     /// Reads a watch stream until `n` events arrived or `timeout` passed.
@@ -140,7 +160,9 @@ pub async fn install_widget_crd(client: &kube::Client) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd: CustomResourceDefinition = serde_json::from_value(widget_crd()).expect("typed CRD");
-    crds.create(&PostParams::default(), &crd).await.expect("CRD created");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD created");
 }
 
 /// Polls `f` every 20 ms until it returns `Some`, failing the test after `timeout`.
@@ -173,5 +195,7 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
     use k8s_openapi::api::core::v1::Namespace;
     let api: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
-    api.create(&PostParams::default(), &ns).await.expect("namespace created");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
 }

@@ -1,0 +1,455 @@
+//! The ApiKey reconciler: converges an API key and writes its value to the Secret named in
+//! `spec.secretName`.
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+
+use super::common::{api_failure, is_paused, measured, spec_changed, warn_event};
+use super::context::{Context, object_key};
+use super::error::{Error, Result};
+use super::secrets::{self, SecretError, SecretWrite};
+use super::status::{Outcome, patch_status, set_conditions};
+use crate::api::ApiKeyDetail;
+use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy, FINALIZER, SubAccount};
+use crate::reconcile::execute::create_or_recover;
+use crate::reconcile::{Action as Plan, Lookup, MatchedBy, apikey};
+
+const KIND: &str = "ApiKey";
+/// Key of the Secret's data that holds the key value.
+pub const SECRET_KEY: &str = "apiKey";
+
+/// Reconciles one ApiKey (entry point of the controller).
+///
+/// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
+pub async fn reconcile(obj: Arc<ApiKey>, ctx: Arc<Context>) -> Result<Action> {
+    measured(KIND, &ctx, async {
+        if is_paused(obj.as_ref()) {
+            return Ok(Action::await_change());
+        }
+        let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+        let api: Api<ApiKey> = Api::namespaced(ctx.kube.clone(), &ns);
+        finalizer(&api, FINALIZER, obj, |event| async {
+            match event {
+                Finalizer::Apply(o) => apply(&o, &ctx, &api).await,
+                Finalizer::Cleanup(o) => cleanup(&o, &ctx).await,
+            }
+        })
+        .await
+        .map_err(|e| Error::Finalizer(Box::new(e)))
+    })
+    .await
+}
+
+struct Reconciled {
+    outcome: Outcome,
+    status: ApiKeyStatus,
+    requeue: Option<Action>,
+}
+
+async fn apply(obj: &ApiKey, ctx: &Context, api: &Api<ApiKey>) -> Result<Action> {
+    let name = obj.name_any();
+    let old = obj.status.clone().unwrap_or_default();
+    if old.conditions.is_empty() {
+        let mut first = old.clone();
+        set_conditions(
+            &mut first.conditions,
+            &Outcome::Progressing {
+                reason: "Reconciling",
+                message: "first reconcile".into(),
+            },
+            obj.metadata.generation,
+        );
+        patch_status(api, &name, &first).await?;
+    }
+    let result = converge(obj, ctx, &old).await;
+    let (reconciled, error) = match result {
+        Ok(r) => (r, None),
+        Err(failure) => {
+            let (outcome, status, error) = *failure;
+            (
+                Reconciled {
+                    outcome,
+                    status,
+                    requeue: None,
+                },
+                error,
+            )
+        }
+    };
+    let mut status = reconciled.status;
+    status.conditions = old.conditions.clone();
+    status.observed_generation = obj.metadata.generation;
+    set_conditions(
+        &mut status.conditions,
+        &reconciled.outcome,
+        obj.metadata.generation,
+    );
+    if !reconciled.outcome.is_ready() && status.conditions != old.conditions {
+        warn_event(ctx, obj, &reconciled.outcome).await;
+    }
+    patch_status(api, &name, &status).await?;
+    let key = object_key(obj);
+    ctx.metrics
+        .set_ready(KIND, key.clone(), Some(reconciled.outcome.is_ready()));
+    if let Some(e) = error {
+        return Err(e);
+    }
+    ctx.reset_failures(&key);
+    Ok(reconciled
+        .requeue
+        .unwrap_or_else(|| match reconciled.outcome {
+            Outcome::Stalled { .. } => Action::await_change(),
+            _ => Action::requeue(ctx.resync_delay()),
+        }))
+}
+
+type Failure = Box<(Outcome, ApiKeyStatus, Option<Error>)>;
+
+fn failed(e: crate::api::ApiError, doing: &str, status: &ApiKeyStatus) -> Failure {
+    let outcome = api_failure(&e, doing);
+    let retry = e.is_retryable().then_some(Error::Api(e));
+    Box::new((outcome, status.clone(), retry))
+}
+
+fn stalled(reason: &'static str, message: String, status: &ApiKeyStatus) -> Failure {
+    Box::new((Outcome::Stalled { reason, message }, status.clone(), None))
+}
+
+async fn converge(
+    obj: &ApiKey,
+    ctx: &Context,
+    old: &ApiKeyStatus,
+) -> std::result::Result<Reconciled, Failure> {
+    let desired = match apikey::desired(obj) {
+        Ok(d) => d,
+        Err(problems) => {
+            let message = problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(stalled("InvalidSpec", message, old));
+        }
+    };
+    // Dereference spec.subAccountRef.
+    let scope = match &desired.sub_account_ref {
+        None => None,
+        Some(sub) => {
+            let subs: Api<SubAccount> =
+                Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
+            let found = subs.get_opt(sub).await.map_err(|e| {
+                Box::new((
+                    Outcome::Progressing {
+                        reason: "ReferenceNotReady",
+                        message: e.to_string(),
+                    },
+                    old.clone(),
+                    Some(Error::Kube(e)),
+                ))
+            })?;
+            match found.and_then(|s| s.status.and_then(|st| st.id)) {
+                Some(id) => Some(id),
+                None => {
+                    return Ok(Reconciled {
+                        outcome: Outcome::Progressing {
+                            reason: "ReferenceNotReady",
+                            message: format!(
+                                "SubAccount \"{sub}\" does not exist yet or has no sub account id; waiting for it"
+                            ),
+                        },
+                        status: old.clone(),
+                        requeue: Some(Action::requeue(ctx.resync_delay())),
+                    });
+                }
+            }
+        }
+    };
+    let keys = ctx
+        .cache
+        .fresh_api_keys()
+        .await
+        .map_err(|e| failed(e, "listing API keys", old))?;
+    let lookup = keys.read(|items| match apikey::lookup(&desired, old.id, scope, items) {
+        Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
+        Lookup::Missing => Ok(None),
+        Lookup::Ambiguous(ids) => Err(stalled(
+            "AmbiguousMatch",
+            format!("{} API keys are named \"{}\" (ids {:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name, ids),
+            old,
+        )),
+        Lookup::ExternalIdNotFound(id) => Err(stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names API key {id}, which does not exist"), old)),
+    })?;
+    let observe_only = !obj.spec.management_policy.may_write();
+
+    // Read the detail when the comparison needs fields the list item lacks, once per spec change.
+    let mut detail: Option<ApiKeyDetail> = None;
+    if let Some((item, _)) = &lookup
+        && apikey::needs_detail(&desired)
+        && spec_changed(obj, old.observed_generation)
+    {
+        detail = Some(
+            ctx.api
+                .get_api_key(item.id)
+                .await
+                .map_err(|e| failed(e, "reading the API key", old))?,
+        );
+    }
+    let observed = match (&lookup, &detail) {
+        (Some((_, found)), Some(d)) => Some((*found, apikey::Observed::from(d))),
+        (Some((item, found)), None) => Some((*found, apikey::Observed::from(item))),
+        _ => None,
+    };
+    let plan = match apikey::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o))) {
+        Ok(p) => p,
+        Err(message) => return Err(stalled("CannotCreate", message, old)),
+    };
+
+    if observe_only {
+        return Ok(observe(
+            obj,
+            ctx,
+            &plan,
+            lookup.as_ref().map(|(i, _)| i),
+            detail.as_ref(),
+            old,
+        )
+        .await);
+    }
+
+    let mut status_source: Option<ApiKeyDetail> = detail;
+    match &plan.action {
+        Plan::Create(req) => {
+            let client = &ctx.api;
+            let name = desired.name.clone();
+            let created = create_or_recover(client.create_api_key(req), || async {
+                ctx.cache.api_keys.invalidate();
+                let list = ctx.cache.fresh_api_keys().await?;
+                match list.read(|items| {
+                    items
+                        .iter()
+                        .find(|k| k.name == name && k.sub_account_id == 0)
+                        .map(|k| k.id)
+                }) {
+                    Some(id) => client.get_api_key(id).await.map(Some),
+                    None => Ok(None),
+                }
+            })
+            .await
+            .map_err(|e| failed(e, "creating the API key", old))?;
+            ctx.cache
+                .api_keys
+                .upsert(apikey::list_item_from_detail(&created));
+            ctx.event(
+                obj,
+                EventType::Normal,
+                "Created",
+                "Create",
+                format!("created API key {} \"{}\"", created.id, created.name),
+            )
+            .await;
+            // POST /api-key takes no permissionType: set it with one PUT when the spec has one.
+            let observed = apikey::Observed::from(&created);
+            let found = crate::reconcile::Found {
+                id: created.id,
+                matched_by: MatchedBy::StatusId,
+            };
+            status_source = Some(match apikey::plan(&desired, Some((found, &observed))) {
+                Ok(crate::reconcile::Plan {
+                    action: Plan::Update { id, request, .. },
+                    ..
+                }) => {
+                    let d = ctx
+                        .api
+                        .update_api_key(id, &request)
+                        .await
+                        .map_err(|e| failed(e, "updating the new API key", old))?;
+                    ctx.cache.api_keys.upsert(apikey::list_item_from_detail(&d));
+                    d
+                }
+                _ => created,
+            });
+        }
+        Plan::Update {
+            id,
+            request,
+            changes,
+        } => {
+            let d = ctx
+                .api
+                .update_api_key(*id, request)
+                .await
+                .map_err(|e| failed(e, "updating the API key", old))?;
+            ctx.cache.api_keys.upsert(apikey::list_item_from_detail(&d));
+            let fields: Vec<&str> = changes.iter().map(|c| c.field).collect();
+            ctx.event(
+                obj,
+                EventType::Normal,
+                "Updated",
+                "Update",
+                format!("updated API key {} ({})", d.id, fields.join(", ")),
+            )
+            .await;
+            status_source = Some(d);
+        }
+        Plan::Unchanged { .. } => {}
+    }
+    if let Some(found) = plan.found
+        && old.id.is_none()
+        && matches!(
+            found.matched_by,
+            MatchedBy::NaturalKey | MatchedBy::ExternalId
+        )
+    {
+        ctx.event(
+            obj,
+            EventType::Normal,
+            "Adopted",
+            "Adopt",
+            format!("adopted existing API key {}", found.id),
+        )
+        .await;
+    }
+
+    let mut status = match (&status_source, &lookup) {
+        (Some(d), _) => apikey::status_from_detail(d),
+        (None, Some((item, _))) => apikey::status_from_list_item(item, old),
+        (None, None) => old.clone(),
+    };
+    // The key value: from the detail in hand, else from the cached list item (lists carry `key`).
+    let value = match (&status_source, &lookup) {
+        (Some(d), _) => Some(d.key.clone()),
+        (None, Some((item, _))) => Some(item.key.clone()),
+        _ => None,
+    };
+    if let Some(value) = value {
+        match secrets::ensure(&ctx.kube, obj, &desired.secret_name, SECRET_KEY, &value).await {
+            Ok(SecretWrite::Written) if old.id.is_some() => {
+                ctx.event(
+                    obj,
+                    EventType::Normal,
+                    "SecretRestored",
+                    "WriteSecret",
+                    format!(
+                        "wrote the key value to Secret \"{}\" again",
+                        desired.secret_name
+                    ),
+                )
+                .await;
+            }
+            Ok(_) => {}
+            Err(SecretError::Kube(e)) => {
+                return Err(Box::new((
+                    Outcome::Progressing {
+                        reason: "SecretWriteFailed",
+                        message: e.to_string(),
+                    },
+                    status,
+                    Some(Error::Kube(e)),
+                )));
+            }
+            Err(e @ SecretError::OwnedByOther { .. }) => {
+                return Err(stalled("SecretConflict", e.to_string(), &status));
+            }
+        }
+    }
+    status.observed_generation = obj.metadata.generation;
+    Ok(Reconciled {
+        outcome: Outcome::Ready {
+            reason: "Available",
+            message: format!(
+                "API key {} is in sync; its value is in Secret \"{}\"",
+                status.id.unwrap_or_default(),
+                desired.secret_name
+            ),
+        },
+        status,
+        requeue: None,
+    })
+}
+
+async fn observe(
+    obj: &ApiKey,
+    ctx: &Context,
+    plan: &crate::reconcile::Plan<crate::api::CreateApiKey, crate::api::UpdateApiKey>,
+    item: Option<&crate::api::ApiKeyListItem>,
+    detail: Option<&ApiKeyDetail>,
+    old: &ApiKeyStatus,
+) -> Reconciled {
+    let Some(item) = item else {
+        return Reconciled {
+            outcome: Outcome::Progressing {
+                reason: "ExternalObjectMissing",
+                message:
+                    "managementPolicy is ObserveOnly and no API key matches; nothing is created"
+                        .into(),
+            },
+            status: old.clone(),
+            requeue: Some(Action::requeue(ctx.resync_delay())),
+        };
+    };
+    let status = match detail {
+        Some(d) => apikey::status_from_detail(d),
+        None => apikey::status_from_list_item(item, old),
+    };
+    if let Err(e) =
+        secrets::ensure(&ctx.kube, obj, &obj.spec.secret_name, SECRET_KEY, &item.key).await
+    {
+        tracing::warn!(object = %object_key(obj), error = %e, "cannot write the key Secret");
+    }
+    let outcome = if plan.writes() {
+        let diff: Vec<String> = plan
+            .changes()
+            .iter()
+            .map(|c| format!("{}: {} (service) vs {} (spec)", c.field, c.from, c.to))
+            .collect();
+        Outcome::Progressing {
+            reason: "DriftDetected",
+            message: format!(
+                "the service differs from the spec, not corrected (ObserveOnly): {}",
+                diff.join("; ")
+            ),
+        }
+    } else {
+        Outcome::Ready {
+            reason: "Observed",
+            message: "the API key matches the spec (ObserveOnly)".into(),
+        }
+    };
+    Reconciled {
+        outcome,
+        status,
+        requeue: None,
+    }
+}
+
+async fn cleanup(obj: &ApiKey, ctx: &Context) -> Result<Action> {
+    ctx.metrics.set_ready(KIND, object_key(obj), None);
+    let id = obj.status.as_ref().and_then(|s| s.id);
+    if obj.spec.deletion_policy != DeletionPolicy::Delete || !obj.spec.management_policy.may_write()
+    {
+        return Ok(Action::await_change());
+    }
+    let Some(id) = id else {
+        return Ok(Action::await_change());
+    };
+    match ctx.api.delete_api_key(id).await {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(Error::Api(e)),
+    }
+    ctx.cache.api_keys.remove(id);
+    ctx.event(
+        obj,
+        EventType::Normal,
+        "Deleted",
+        "Delete",
+        format!("deleted API key {id}"),
+    )
+    .await;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,98 @@
+//! Steps every reconciler shares: pause, first status, API error handling, timing and metrics.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+
+use super::context::Context;
+use super::error::{Error, Result};
+use super::status::Outcome;
+use crate::api::ApiError;
+use crate::crd::ANNOTATION_PAUSED;
+
+/// True when the object carries `mailtarget.co/paused: "true"`.
+pub fn is_paused<K: ResourceExt>(obj: &K) -> bool {
+    obj.annotations()
+        .get(ANNOTATION_PAUSED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// True when the spec changed since the last reconcile (or it never ran): the controller then
+/// reads details the list items lack, once.
+pub fn spec_changed<K: ResourceExt>(obj: &K, observed_generation: Option<i64>) -> bool {
+    obj.meta().generation.is_none() || obj.meta().generation != observed_generation
+}
+
+/// How a failed API call shows in conditions, and what the controller does next.
+///
+/// Retryable failures (timeouts, 5xx, 429) keep `Reconciling=True` and return the error so the
+/// controller backs off per object; 400 and 401 set `Stalled=True` with the API's message and
+/// wait for a change of the object.
+pub fn api_failure(e: &ApiError, doing: &str) -> Outcome {
+    let message = format!("{doing} failed: {e}");
+    if e.is_retryable() {
+        Outcome::Progressing {
+            reason: "ApiUnavailable",
+            message: format!("{message}; retrying with backoff"),
+        }
+    } else if e.status() == Some(401) {
+        Outcome::Stalled {
+            reason: "Unauthorized",
+            message: format!("{message}; check the operator's API key (MAILTARGET_API_KEY)"),
+        }
+    } else {
+        Outcome::Stalled {
+            reason: "ApiRejected",
+            message: format!("{message}; fix the spec"),
+        }
+    }
+}
+
+/// Runs one reconcile `body` of `kind`, measuring it and recording the outcome in metrics.
+pub async fn measured<F>(kind: &'static str, ctx: &Arc<Context>, body: F) -> Result<Action>
+where
+    F: std::future::Future<Output = Result<Action>>,
+{
+    let started = Instant::now();
+    let result = body.await;
+    let label = match &result {
+        Ok(_) => "success",
+        Err(e) => e.category(),
+    };
+    ctx.metrics.reconciled(kind, label, started.elapsed());
+    result
+}
+
+/// The error policy of every controller: retryable errors back off per object (exponential,
+/// capped, jittered); others wait for the next resync.
+pub fn error_policy<K: ResourceExt>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = super::context::object_key(obj.as_ref());
+    tracing::warn!(object = %key, category = error.category(), error = %error, "reconcile failed");
+    if error.is_retryable() {
+        Action::requeue(ctx.failure_backoff(&key))
+    } else {
+        Action::requeue(ctx.resync_delay())
+    }
+}
+
+/// Publishes a Warning event for a failed outcome.
+pub async fn warn_event<K: kube::Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    outcome: &Outcome,
+) {
+    if let Outcome::Stalled { reason, message } | Outcome::Progressing { reason, message } = outcome
+    {
+        ctx.event(
+            obj,
+            EventType::Warning,
+            reason,
+            "Reconcile",
+            message.clone(),
+        )
+        .await;
+    }
+}

@@ -1,0 +1,134 @@
+//! State shared by every reconcile: clients, cache, metrics, event recorder, settings.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
+
+use super::cache::AccountCache;
+use super::metrics::Metrics;
+
+/// Field manager of every write the operator makes to Kubernetes (server-side apply).
+pub const FIELD_MANAGER: &str = "mailtarget-operator";
+
+/// Settings of the reconcilers.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Period of the drift check of each object (jittered by up to 10%).
+    pub resync_interval: Duration,
+    /// Longest wait between two `verify-txt` calls for an unverified domain.
+    pub verify_max_interval: Duration,
+    /// Longest wait before retrying an object after a retryable error.
+    pub max_error_backoff: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            resync_interval: Duration::from_secs(300),
+            verify_max_interval: Duration::from_secs(600),
+            max_error_backoff: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    /// Kubernetes client.
+    pub kube: kube::Client,
+    /// Client of the service.
+    pub api: crate::api::Client,
+    /// Cached lists of the account.
+    pub cache: AccountCache,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Event recorder.
+    pub recorder: Recorder,
+    /// Settings.
+    pub settings: Settings,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Context {
+    /// A context for `kube` and `api`.
+    pub fn new(
+        kube: kube::Client,
+        api: crate::api::Client,
+        metrics: Arc<Metrics>,
+        settings: Settings,
+        reporter: Reporter,
+    ) -> Self {
+        let cache = AccountCache::new(api.clone(), settings.resync_interval / 2);
+        let recorder = Recorder::new(kube.clone(), reporter);
+        Context {
+            kube,
+            api,
+            cache,
+            metrics,
+            recorder,
+            settings,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// The delay before the next periodic resync: the interval, jittered by up to 10% so that
+    /// objects created together do not resync together.
+    pub fn resync_delay(&self) -> Duration {
+        let jitter = rand::random::<f64>() * 0.1;
+        self.settings.resync_interval.mul_f64(1.0 + jitter)
+    }
+
+    /// Records a failure of `key` and returns how long to wait: 1 s doubled per consecutive
+    /// failure, capped at `max_error_backoff`, with up to 20% jitter.
+    pub fn failure_backoff(&self, key: &str) -> Duration {
+        let n = match self.failures.lock() {
+            Ok(mut m) => {
+                let n = m.entry(key.to_string()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            }
+            Err(_) => 1,
+        };
+        let base = Duration::from_secs(1)
+            .checked_mul(1u32 << (n - 1).min(16))
+            .unwrap_or(self.settings.max_error_backoff);
+        base.min(self.settings.max_error_backoff)
+            .mul_f64(1.0 + rand::random::<f64>() * 0.2)
+    }
+
+    /// Forgets the failures of `key` after a success.
+    pub fn reset_failures(&self, key: &str) {
+        if let Ok(mut m) = self.failures.lock() {
+            m.remove(key);
+        }
+    }
+
+    /// Publishes a Kubernetes Event about `obj`. Failures to publish are logged, never fatal.
+    /// `note` must not contain secrets (callers pass ids, names and API messages only).
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(object = %obj.name_any(), error = %e, "cannot publish event");
+        }
+    }
+}
+
+/// `namespace/name` of an object, the key of per-object state.
+pub fn object_key<K: Resource>(obj: &K) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}

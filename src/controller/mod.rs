@@ -1,0 +1,353 @@
+//! `mailtarget-operator run`: one kube-rs `Controller` per kind, sharing the reconcile engine
+//! with `plan`/`apply`, plus metrics, health endpoints, leader election and graceful shutdown.
+
+pub mod apikey;
+pub mod cache;
+pub mod common;
+pub mod context;
+pub mod error;
+pub mod leader;
+pub mod metrics;
+pub mod secrets;
+pub mod sendingdomain;
+pub mod server;
+pub mod status;
+pub mod subaccount;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::Reporter;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+use crate::api::Client as ApiClient;
+use crate::cli::{ApiArgs, CliError};
+use crate::crd::{ApiKey, SendingDomain, SubAccount};
+pub use context::{Context, Settings};
+pub use error::{Error, Result};
+use metrics::{ApiRequestMetrics, Metrics};
+
+/// Output format of the logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Arguments of `mailtarget-operator run`. Flags override the environment.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Reconcile only objects matching this label selector, to shard objects between instances
+    /// (e.g. `shard=a`).
+    #[arg(long, env = "LABEL_SELECTOR")]
+    pub label_selector: Option<String>,
+    /// Period of the drift check of each object, e.g. `5m` (jittered by up to 10%).
+    #[arg(long, env = "MAILTARGET_RESYNC_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub resync_interval: Duration,
+    /// Longest wait between two verify-txt calls of an unverified sending domain, e.g. `10m`.
+    #[arg(long, env = "MAILTARGET_VERIFY_MAX_INTERVAL", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub verify_max_interval: Duration,
+    /// Address of the `/metrics`, `/healthz` and `/readyz` endpoints.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Elect a leader among replicas with a coordination.k8s.io Lease; only the leader reconciles.
+    #[arg(long, env = "LEADER_ELECT", default_value_t = false)]
+    pub leader_elect: bool,
+    /// Namespace of the leader election Lease (default: the pod's namespace, else `default`).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader election Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_LEASE",
+        default_value = "mailtarget-operator"
+    )]
+    pub leader_election_lease: String,
+    /// This replica's identity in the Lease and in Events (default: the pod name or host name).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Reconciles run at once per kind.
+    #[arg(long, env = "MAILTARGET_RECONCILE_CONCURRENCY", default_value_t = 16)]
+    pub reconcile_concurrency: u16,
+    /// How to reach the service.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// The three controllers' shared pieces, built from [`RunArgs`].
+pub struct Operator {
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    concurrency: u16,
+}
+
+impl Operator {
+    /// An operator using `kube` and `api` with `settings`.
+    pub fn new(
+        kube: Client,
+        api: ApiClient,
+        metrics: Arc<Metrics>,
+        settings: Settings,
+        identity: String,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "mailtarget-operator".into(),
+            instance: Some(identity),
+        };
+        Operator {
+            ctx: Arc::new(Context::new(kube, api, metrics, settings, reporter)),
+            namespace: None,
+            label_selector: None,
+            concurrency: 16,
+        }
+    }
+
+    /// Restricts the watches to `namespace` and objects matching `label_selector`.
+    pub fn scoped(mut self, namespace: Option<String>, label_selector: Option<String>) -> Self {
+        self.namespace = namespace;
+        self.label_selector = label_selector;
+        self
+    }
+
+    /// Sets how many reconciles of one kind run at once.
+    pub fn with_concurrency(mut self, concurrency: u16) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// The shared context (for tests and the metrics server).
+    pub fn context(&self) -> Arc<Context> {
+        self.ctx.clone()
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        match &self.namespace {
+            Some(ns) => Api::namespaced(self.ctx.kube.clone(), ns),
+            None => Api::all(self.ctx.kube.clone()),
+        }
+    }
+
+    fn watcher_config(&self) -> watcher::Config {
+        let config = watcher::Config::default().any_semantic();
+        match &self.label_selector {
+            Some(s) => config.labels(s),
+            None => config,
+        }
+    }
+
+    /// Runs the three controllers until `shutdown` resolves (then they finish the reconciles in
+    /// flight and stop).
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    ) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown.await;
+            let _ = tx.send(true);
+        });
+        let stop = move || {
+            let mut rx = rx.clone();
+            async move {
+                let _ = rx.wait_for(|v| *v).await;
+            }
+        };
+        let config = ControllerConfig::default().concurrency(self.concurrency);
+        let secrets_config =
+            watcher::Config::default().labels("app.kubernetes.io/managed-by=mailtarget-operator");
+
+        let sub_accounts = Controller::new(self.api::<SubAccount>(), self.watcher_config())
+            .owns(self.api::<Secret>(), secrets_config.clone())
+            .with_config(config.clone())
+            .graceful_shutdown_on(stop())
+            .run(
+                subaccount::reconcile,
+                common::error_policy,
+                self.ctx.clone(),
+            )
+            .for_each(|_| async {});
+
+        let keys_controller = Controller::new(self.api::<ApiKey>(), self.watcher_config());
+        let keys_store = keys_controller.store();
+        let api_keys = keys_controller
+            .owns(self.api::<Secret>(), secrets_config.clone())
+            .watches(
+                self.api::<SubAccount>(),
+                self.watcher_config(),
+                move |sub: SubAccount| {
+                    let ns = sub.namespace();
+                    let name = sub.name_any();
+                    keys_store
+                        .state()
+                        .into_iter()
+                        .filter(|k| {
+                            k.namespace() == ns
+                                && k.spec
+                                    .sub_account_ref
+                                    .as_ref()
+                                    .is_some_and(|r| r.name == name)
+                        })
+                        .map(|k| ObjectRef::from_obj(k.as_ref()))
+                        .collect::<Vec<_>>()
+                },
+            )
+            .with_config(config.clone())
+            .graceful_shutdown_on(stop())
+            .run(apikey::reconcile, common::error_policy, self.ctx.clone())
+            .for_each(|_| async {});
+
+        let domains = Controller::new(self.api::<SendingDomain>(), self.watcher_config())
+            .owns(self.api::<Secret>(), secrets_config)
+            .with_config(config)
+            .graceful_shutdown_on(stop())
+            .run(
+                sendingdomain::reconcile,
+                common::error_policy,
+                self.ctx.clone(),
+            )
+            .for_each(|_| async {});
+
+        tokio::join!(sub_accounts, api_keys, domains);
+    }
+}
+
+/// Builds the service client for `run`, counting requests into `metrics`.
+fn api_client(args: &ApiArgs, metrics: Arc<Metrics>) -> std::result::Result<ApiClient, CliError> {
+    let Some(key) = args.api_key.clone().filter(|k| !k.is_empty()) else {
+        return Err(CliError::Config(
+            "no API key: set MAILTARGET_API_KEY (or --api-key)".into(),
+        ));
+    };
+    let config = args
+        .client_config(
+            args.api_url.clone(),
+            args.transmission_url.clone(),
+            key.into(),
+        )
+        .with_observer(Arc::new(ApiRequestMetrics(metrics)));
+    Ok(ApiClient::new(config)?)
+}
+
+/// A future that resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Runs the operator: connects to Kubernetes (kubeconfig or in-cluster) and the service, serves
+/// metrics and health, waits for the leader lease when asked, and reconciles until SIGTERM.
+///
+/// Errors: missing API key, no Kubernetes configuration, the metrics address cannot be bound.
+pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
+    let metrics = Arc::new(Metrics::default());
+    let api = api_client(&args.api, metrics.clone())?;
+    let kube = Client::try_default()
+        .await
+        .map_err(|e| CliError::Config(format!("cannot reach Kubernetes: {e}")))?;
+    let identity = args.identity.clone().unwrap_or_else(|| {
+        std::env::var("HOSTNAME")
+            .unwrap_or_else(|_| format!("mailtarget-operator-{:08x}", rand::random::<u32>()))
+    });
+    let ready = Arc::new(AtomicBool::new(false));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|v| *v).await;
+        }
+    };
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    });
+    let health = server::Health {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+    };
+    let bound = server::serve(args.metrics_addr, health, stopped()).await?;
+    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+
+    let settings = Settings {
+        resync_interval: args.resync_interval.max(Duration::from_secs(1)),
+        verify_max_interval: args.verify_max_interval.max(Duration::from_secs(1)),
+        ..Settings::default()
+    };
+    let operator = Operator::new(kube.clone(), api, metrics, settings, identity.clone())
+        .scoped(args.namespace.clone(), args.label_selector.clone())
+        .with_concurrency(args.reconcile_concurrency);
+
+    if args.leader_elect {
+        let namespace = args
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        ready.store(true, Ordering::Relaxed);
+        let lease = leader::acquire(
+            kube,
+            &namespace,
+            &args.leader_election_lease,
+            &identity,
+            stopped(),
+        )
+        .await?;
+        let Some(mut lease) = lease else {
+            return Ok(());
+        };
+        tracing::info!(lease = %args.leader_election_lease, "became leader");
+        let lost = async move { lease.lost().await };
+        tokio::select! {
+            _ = operator.run(stopped()) => {},
+            _ = lost => {
+                tracing::error!("lost the leader lease; exiting so that another replica takes over");
+                return Err(CliError::Config("lost the leader lease".into()));
+            }
+        }
+        return Ok(());
+    }
+    ready.store(true, Ordering::Relaxed);
+    operator.run(stopped()).await;
+    Ok(())
+}

@@ -1,0 +1,140 @@
+//! Secrets that receive key values and DKIM private keys, owned by the custom resource that
+//! asked for them so that Kubernetes garbage collection removes them with it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+
+use super::context::FIELD_MANAGER;
+
+/// Annotation on a written Secret holding the SHA-256 (hex) of the value, so that an altered
+/// Secret is noticed without reading the value from the service again.
+pub const CHECKSUM_ANNOTATION: &str = "mailtarget.co/data-checksum";
+
+fn checksum(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// True when Secret `name` exists, is controlled by `owner`, and its `key` still matches the
+/// checksum written with it (nobody altered or emptied it).
+///
+/// Errors: Kubernetes API errors.
+pub async fn is_intact<K: Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    owner: &K,
+    name: &str,
+    key: &str,
+) -> Result<bool, kube::Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), &owner.namespace().unwrap_or_default());
+    let Some(secret) = api.get_opt(name).await? else {
+        return Ok(false);
+    };
+    let uid = owner.uid().unwrap_or_default();
+    let owned = secret.owner_references().iter().any(|r| r.uid == uid);
+    let data = secret.data.as_ref().and_then(|d| d.get(key));
+    let expected = secret.annotations().get(CHECKSUM_ANNOTATION);
+    Ok(owned && data.is_some_and(|d| Some(&checksum(&d.0)) == expected))
+}
+
+/// What [`ensure`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecretWrite {
+    /// The Secret already held the value.
+    Unchanged,
+    /// The Secret was created or its value restored.
+    Written,
+}
+
+/// Why a Secret could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The Kubernetes API failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// Another object controls a Secret of that name.
+    #[error("Secret \"{name}\" is controlled by {owner}; choose another secret name")]
+    OwnedByOther {
+        /// Secret name.
+        name: String,
+        /// `Kind/name` of its controller.
+        owner: String,
+    },
+}
+
+/// Makes Secret `name` (in `owner`'s namespace) hold `value` under `key`, with `owner` as its
+/// controller. A missing or altered Secret is written again; an identical one is left alone
+/// (one GET, no write). The value never reaches logs or errors.
+///
+/// Errors: Kubernetes API errors; a Secret controlled by another object.
+pub async fn ensure<K: Resource<DynamicType = ()>>(
+    client: &kube::Client,
+    owner: &K,
+    name: &str,
+    key: &str,
+    value: &SecretString,
+) -> Result<SecretWrite, SecretError> {
+    let namespace = owner.namespace().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let owner_ref = owner
+        .controller_owner_ref(&())
+        .ok_or_else(|| SecretError::OwnedByOther {
+            name: name.into(),
+            owner: "nobody (the owner has no uid)".into(),
+        })?;
+    if let Some(existing) = api.get_opt(name).await? {
+        if let Some(other) = existing
+            .owner_references()
+            .iter()
+            .find(|r| r.controller == Some(true) && r.uid != owner_ref.uid)
+        {
+            return Err(SecretError::OwnedByOther {
+                name: name.into(),
+                owner: format!("{}/{}", other.kind, other.name),
+            });
+        }
+        let current = existing.data.as_ref().and_then(|d| d.get(key));
+        let owned = existing
+            .owner_references()
+            .iter()
+            .any(|r| r.uid == owner_ref.uid);
+        let annotated = existing.annotations().get(CHECKSUM_ANNOTATION)
+            == Some(&checksum(value.expose_secret().as_bytes()));
+        if owned && annotated && current.is_some_and(|v| v.0 == value.expose_secret().as_bytes()) {
+            return Ok(SecretWrite::Unchanged);
+        }
+    }
+    let mut data = BTreeMap::new();
+    data.insert(
+        key.to_string(),
+        ByteString(value.expose_secret().as_bytes().to_vec()),
+    );
+    let secret = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
+            "annotations": { CHECKSUM_ANNOTATION: checksum(value.expose_secret().as_bytes()) },
+            "ownerReferences": [owner_ref],
+        },
+        "type": "Opaque",
+        "data": data,
+    });
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&secret),
+    )
+    .await?;
+    Ok(SecretWrite::Written)
+}

@@ -1,0 +1,454 @@
+//! The SendingDomain reconciler: converges a sending domain, reports the DNS records to publish,
+//! calls `verify-txt` with backoff until SPF, DKIM and the tracking CNAME are verified, and
+//! writes the DKIM private key to a Secret when asked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+
+use super::common::{api_failure, is_paused, measured, spec_changed, warn_event};
+use super::context::{Context, object_key};
+use super::error::{Error, Result};
+use super::secrets::{self, SecretError};
+use super::status::{Outcome, patch_status, set_conditions};
+use crate::api::SendingDomainDetail;
+use crate::crd::conditions::now_rfc3339;
+use crate::crd::{DeletionPolicy, FINALIZER, SendingDomain, SendingDomainStatus};
+use crate::reconcile::execute::create_or_recover;
+use crate::reconcile::{Action as Plan, Lookup, MatchedBy, sendingdomain};
+
+const KIND: &str = "SendingDomain";
+/// Key of the Secret's data that holds the DKIM private key (PEM).
+pub const DKIM_SECRET_KEY: &str = "dkimPrivateKey";
+
+/// Reconciles one SendingDomain (entry point of the controller).
+///
+/// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
+pub async fn reconcile(obj: Arc<SendingDomain>, ctx: Arc<Context>) -> Result<Action> {
+    measured(KIND, &ctx, async {
+        if is_paused(obj.as_ref()) {
+            return Ok(Action::await_change());
+        }
+        let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+        let api: Api<SendingDomain> = Api::namespaced(ctx.kube.clone(), &ns);
+        finalizer(&api, FINALIZER, obj, |event| async {
+            match event {
+                Finalizer::Apply(o) => apply(&o, &ctx, &api).await,
+                Finalizer::Cleanup(o) => cleanup(&o, &ctx).await,
+            }
+        })
+        .await
+        .map_err(|e| Error::Finalizer(Box::new(e)))
+    })
+    .await
+}
+
+type Failure = Box<(Outcome, SendingDomainStatus, Option<Error>)>;
+
+fn failed(e: crate::api::ApiError, doing: &str, status: &SendingDomainStatus) -> Failure {
+    let outcome = api_failure(&e, doing);
+    let retry = e.is_retryable().then_some(Error::Api(e));
+    Box::new((outcome, status.clone(), retry))
+}
+
+fn stalled(reason: &'static str, message: String, status: &SendingDomainStatus) -> Failure {
+    Box::new((Outcome::Stalled { reason, message }, status.clone(), None))
+}
+
+async fn apply(obj: &SendingDomain, ctx: &Context, api: &Api<SendingDomain>) -> Result<Action> {
+    let name = obj.name_any();
+    let old = obj.status.clone().unwrap_or_default();
+    if old.conditions.is_empty() {
+        let mut first = old.clone();
+        set_conditions(
+            &mut first.conditions,
+            &Outcome::Progressing {
+                reason: "Reconciling",
+                message: "first reconcile".into(),
+            },
+            obj.metadata.generation,
+        );
+        patch_status(api, &name, &first).await?;
+    }
+    let (outcome, mut status, error, requeue) = match converge(obj, ctx, &old).await {
+        Ok((outcome, status, requeue)) => (outcome, status, None, requeue),
+        Err(failure) => {
+            let (outcome, status, error) = *failure;
+            (outcome, status, error, None)
+        }
+    };
+    status.conditions = old.conditions.clone();
+    status.observed_generation = obj.metadata.generation;
+    set_conditions(&mut status.conditions, &outcome, obj.metadata.generation);
+    if !outcome.is_ready()
+        && status.conditions != old.conditions
+        && !matches!(
+            outcome,
+            Outcome::Progressing {
+                reason: "VerifyingDns",
+                ..
+            }
+        )
+    {
+        warn_event(ctx, obj, &outcome).await;
+    }
+    patch_status(api, &name, &status).await?;
+    let key = object_key(obj);
+    ctx.metrics
+        .set_ready(KIND, key.clone(), Some(outcome.is_ready()));
+    if let Some(e) = error {
+        return Err(e);
+    }
+    ctx.reset_failures(&key);
+    Ok(requeue.unwrap_or_else(|| match outcome {
+        Outcome::Stalled { .. } => Action::await_change(),
+        _ => Action::requeue(ctx.resync_delay()),
+    }))
+}
+
+/// Time left until the next `verify-txt` call is due: `verify_backoff(attempts)` after the last
+/// call (or the creation); zero when due now or never called.
+fn until_next_verify(status: &SendingDomainStatus, max: Duration) -> Duration {
+    let attempts = status.verify_attempts.unwrap_or(0);
+    let Some(last) = status
+        .last_verify_time
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    else {
+        return Duration::ZERO;
+    };
+    let due = last.with_timezone(&chrono::Utc)
+        + chrono::Duration::from_std(sendingdomain::verify_backoff(attempts, max))
+            .unwrap_or_default();
+    (due - chrono::Utc::now())
+        .to_std()
+        .unwrap_or(Duration::ZERO)
+}
+
+async fn converge(
+    obj: &SendingDomain,
+    ctx: &Context,
+    old: &SendingDomainStatus,
+) -> std::result::Result<(Outcome, SendingDomainStatus, Option<Action>), Failure> {
+    let desired = match sendingdomain::desired(obj) {
+        Ok(d) => d,
+        Err(problems) => {
+            return Err(stalled(
+                "InvalidSpec",
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                old,
+            ));
+        }
+    };
+    let list = ctx
+        .cache
+        .fresh_sending_domains()
+        .await
+        .map_err(|e| failed(e, "listing sending domains", old))?;
+    let lookup = list.read(|items| match sendingdomain::lookup(&desired, old.id, items) {
+        Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
+        Lookup::Missing => Ok(None),
+        Lookup::Ambiguous(ids) => Err(stalled("AmbiguousMatch", format!("{} sending domains are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.domain), old)),
+        Lookup::ExternalIdNotFound(id) => Err(stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sending domain {id}, which does not exist"), old)),
+    })?;
+    let observed = lookup
+        .as_ref()
+        .map(|(item, found)| (*found, sendingdomain::Observed::from(item)));
+    let plan = sendingdomain::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o)));
+    let may_write = obj.spec.management_policy.may_write();
+    let mut detail: Option<SendingDomainDetail> = None;
+    let mut status = old.clone();
+
+    match (&plan.action, may_write) {
+        (Plan::Create(_), false) => {
+            return Ok((Outcome::Progressing { reason: "ExternalObjectMissing", message: "managementPolicy is ObserveOnly and no sending domain matches; nothing is created".into() }, old.clone(), None));
+        }
+        (Plan::Create(req), true) => {
+            let client = &ctx.api;
+            let domain = desired.domain.clone();
+            let created = create_or_recover(client.create_sending_domain(req), || async {
+                ctx.cache.sending_domains.invalidate();
+                let list = ctx.cache.fresh_sending_domains().await?;
+                match list.read(|items| {
+                    items
+                        .iter()
+                        .find(|d| d.domain.eq_ignore_ascii_case(&domain))
+                        .map(|d| d.id)
+                }) {
+                    Some(id) => client.get_sending_domain(id).await.map(Some),
+                    None => Ok(None),
+                }
+            })
+            .await
+            .map_err(|e| failed(e, "creating the sending domain", old))?;
+            ctx.cache
+                .sending_domains
+                .upsert(sendingdomain::list_item_from_detail(&created));
+            ctx.event(
+                obj,
+                EventType::Normal,
+                "Created",
+                "Create",
+                format!(
+                    "created sending domain {} \"{}\"",
+                    created.id, created.domain
+                ),
+            )
+            .await;
+            // The first verify-txt call comes a few seconds after creation (see until_next_verify).
+            status.verify_attempts = Some(0);
+            status.last_verify_time = Some(now_rfc3339());
+            detail = Some(created);
+        }
+        _ => {}
+    }
+    if let Some(found) = plan.found
+        && old.id.is_none()
+        && matches!(
+            found.matched_by,
+            MatchedBy::NaturalKey | MatchedBy::ExternalId
+        )
+    {
+        ctx.event(
+            obj,
+            EventType::Normal,
+            "Adopted",
+            "Adopt",
+            format!("adopted existing sending domain {}", found.id),
+        )
+        .await;
+    }
+    let id = detail
+        .as_ref()
+        .map(|d| d.id)
+        .or(plan.found.map(|f| f.id))
+        .unwrap_or_default();
+    let is_shared = detail
+        .as_ref()
+        .map(|d| d.assignment.as_str())
+        .or(observed.as_ref().map(|(_, o)| o.assignment.as_str()))
+        == Some(sendingdomain::SHARED_ASSIGNMENT);
+    if desired.shared && !is_shared && may_write {
+        let d = ctx
+            .api
+            .share_sending_domain(id)
+            .await
+            .map_err(|e| failed(e, "sharing the sending domain", &status))?;
+        ctx.cache
+            .sending_domains
+            .upsert(sendingdomain::list_item_from_detail(&d));
+        ctx.event(
+            obj,
+            EventType::Normal,
+            "Shared",
+            "Update",
+            format!("shared sending domain {id}"),
+        )
+        .await;
+        detail = Some(d);
+    }
+    let mut verified = detail
+        .as_ref()
+        .map(|d| d.is_verified())
+        .or(observed.as_ref().map(|(_, o)| o.verified))
+        .unwrap_or(false);
+
+    // Verification: while unverified, call verify-txt with backoff (never in ObserveOnly).
+    let mut requeue = None;
+    if !verified && may_write {
+        let max = ctx.settings.verify_max_interval;
+        let wait = until_next_verify(&status, max);
+        if !wait.is_zero() {
+            requeue = Some(Action::requeue(wait));
+        } else {
+            let checked = ctx
+                .api
+                .verify_txt(id)
+                .await
+                .map_err(|e| failed(e, "verify-txt", &status))?;
+            let attempts = status.verify_attempts.unwrap_or(0).saturating_add(1);
+            status.verify_attempts = Some(attempts);
+            status.last_verify_time = Some(now_rfc3339());
+            if let Some(d) = checked.into_iter().find(|d| d.id == id) {
+                ctx.cache
+                    .sending_domains
+                    .upsert(sendingdomain::list_item_from_detail(&d));
+                verified = d.is_verified();
+                detail = Some(d);
+            }
+            if verified {
+                ctx.event(
+                    obj,
+                    EventType::Normal,
+                    "Verified",
+                    "Verify",
+                    format!("SPF, DKIM and tracking CNAME of sending domain {id} are verified"),
+                )
+                .await;
+            } else {
+                requeue = Some(Action::requeue(sendingdomain::verify_backoff(
+                    attempts, max,
+                )));
+            }
+        }
+    }
+    // DNS records and flags come from a detail: read one when none is in hand and status lacks them,
+    // the spec changed, or (ObserveOnly) the domain is unverified.
+    if detail.is_none()
+        && (old.dns_records.is_empty()
+            || spec_changed(obj, old.observed_generation)
+            || (!verified && !may_write))
+    {
+        let d = ctx
+            .api
+            .get_sending_domain(id)
+            .await
+            .map_err(|e| failed(e, "reading the sending domain", &status))?;
+        verified = d.is_verified();
+        detail = Some(d);
+    }
+    let (attempts, last) = (status.verify_attempts, status.last_verify_time.clone());
+    if let Some(d) = &detail {
+        status = sendingdomain::status_from_detail(d);
+        status.verify_attempts = attempts;
+        status.last_verify_time = last;
+        status.spf_suggestion = old.spf_suggestion.clone();
+    } else if let Some((item, _)) = &lookup {
+        status.id = Some(item.id);
+        status.assignment = Some(item.assignment.clone());
+        status.sub_account_id = Some(item.sub_account_id);
+    }
+    if verified {
+        status.verify_attempts = None;
+        status.last_verify_time = None;
+        status.spf_suggestion = None;
+    } else if may_write
+        && status.spf_suggestion.is_none()
+        && let Ok(s) = ctx.api.spf_suggestion(id).await
+    {
+        status.spf_suggestion = Some(s.suggestion);
+    }
+
+    // The DKIM private key, when asked for, into its Secret.
+    if let Some(secret_name) = &desired.dkim_private_key_secret_name {
+        let intact = secrets::is_intact(&ctx.kube, obj, secret_name, DKIM_SECRET_KEY)
+            .await
+            .map_err(|e| {
+                Box::new((
+                    Outcome::Progressing {
+                        reason: "SecretWriteFailed",
+                        message: e.to_string(),
+                    },
+                    status.clone(),
+                    Some(Error::Kube(e)),
+                ))
+            })?;
+        if !intact || detail.is_some() {
+            let d = match detail.take() {
+                Some(d) => d,
+                None => ctx
+                    .api
+                    .get_sending_domain(id)
+                    .await
+                    .map_err(|e| failed(e, "reading the sending domain", &status))?,
+            };
+            match secrets::ensure(
+                &ctx.kube,
+                obj,
+                secret_name,
+                DKIM_SECRET_KEY,
+                &d.dkim_private_key,
+            )
+            .await
+            {
+                Ok(secrets::SecretWrite::Written) if old.id.is_some() && !intact => {
+                    ctx.event(
+                        obj,
+                        EventType::Normal,
+                        "SecretRestored",
+                        "WriteSecret",
+                        format!("wrote the DKIM private key to Secret \"{secret_name}\" again"),
+                    )
+                    .await;
+                }
+                Ok(_) => {}
+                Err(SecretError::Kube(e)) => {
+                    return Err(Box::new((
+                        Outcome::Progressing {
+                            reason: "SecretWriteFailed",
+                            message: e.to_string(),
+                        },
+                        status,
+                        Some(Error::Kube(e)),
+                    )));
+                }
+                Err(e @ SecretError::OwnedByOther { .. }) => {
+                    return Err(stalled("SecretConflict", e.to_string(), &status));
+                }
+            }
+        }
+    }
+
+    let notes = if plan.notes.is_empty() {
+        String::new()
+    } else {
+        format!(" Note: {}", plan.notes.join("; "))
+    };
+    let outcome = if verified {
+        Outcome::Ready {
+            reason: "Verified",
+            message: format!(
+                "sending domain {id} is verified: SPF, DKIM and tracking CNAME are published.{notes}"
+            ),
+        }
+    } else {
+        let waiting = sendingdomain::unverified_message(&status.dns_records)
+            .unwrap_or_else(|| "waiting for DNS verification".into());
+        let mode = if may_write {
+            ""
+        } else {
+            " (ObserveOnly: verify-txt is not called)"
+        };
+        Outcome::Progressing {
+            reason: "VerifyingDns",
+            message: format!("{waiting}{mode}.{notes}"),
+        }
+    };
+    Ok((outcome, status, requeue))
+}
+
+async fn cleanup(obj: &SendingDomain, ctx: &Context) -> Result<Action> {
+    ctx.metrics.set_ready(KIND, object_key(obj), None);
+    let id = obj.status.as_ref().and_then(|s| s.id);
+    if obj.spec.deletion_policy != DeletionPolicy::Delete || !obj.spec.management_policy.may_write()
+    {
+        return Ok(Action::await_change());
+    }
+    let Some(id) = id else {
+        return Ok(Action::await_change());
+    };
+    match ctx.api.delete_sending_domain(id).await {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(Error::Api(e)),
+    }
+    ctx.cache.sending_domains.remove(id);
+    ctx.event(
+        obj,
+        EventType::Normal,
+        "Deleted",
+        "Delete",
+        format!("deleted sending domain {id}"),
+    )
+    .await;
+    Ok(Action::await_change())
+}

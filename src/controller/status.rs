@@ -1,0 +1,164 @@
+//! Conditions and status writes shared by the three reconcilers.
+//!
+//! Every reconcile sets the three condition types kstatus reads (Kubernetes API conventions,
+//! "Typical status properties"; kstatus "abnormal-true" conditions):
+//! - `Ready`: `True` when the API object matches the spec;
+//! - `Reconciling`: `True` while the operator is still working (creating, verifying DNS, retrying);
+//! - `Stalled`: `True` when progress needs a change by the user (invalid spec, 400/401 from the API).
+
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::context::FIELD_MANAGER;
+use crate::crd::conditions::{self, Condition, ConditionStatus, READY, RECONCILING, STALLED};
+
+/// The outcome of a reconcile as the conditions express it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `Ready=True`.
+    Ready {
+        /// CamelCase reason, e.g. `Available`.
+        reason: &'static str,
+        /// Message for people.
+        message: String,
+    },
+    /// `Ready=False`, `Reconciling=True`: work is under way or will be retried.
+    Progressing {
+        /// CamelCase reason, e.g. `Creating`, `VerifyingDns`, `ReferenceNotReady`.
+        reason: &'static str,
+        /// Message for people.
+        message: String,
+    },
+    /// `Ready=False`, `Stalled=True`: nothing changes until the user acts.
+    Stalled {
+        /// CamelCase reason, e.g. `InvalidSpec`, `Unauthorized`, `ApiRejected`.
+        reason: &'static str,
+        /// Message for people, saying what to fix.
+        message: String,
+    },
+}
+
+impl Outcome {
+    /// True for [`Outcome::Ready`].
+    pub fn is_ready(&self) -> bool {
+        matches!(self, Outcome::Ready { .. })
+    }
+}
+
+fn condition(
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status,
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: conditions::now_rfc3339(),
+        observed_generation: generation,
+    }
+}
+
+/// Sets `Ready`, `Reconciling` and `Stalled` in `list` for `outcome`, keeping transition times
+/// of conditions whose status did not change.
+pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: Option<i64>) {
+    use ConditionStatus::{False, True};
+    let (ready, reconciling, stalled, reason, message) = match outcome {
+        Outcome::Ready { reason, message } => (True, False, False, *reason, message.as_str()),
+        Outcome::Progressing { reason, message } => (False, True, False, *reason, message.as_str()),
+        Outcome::Stalled { reason, message } => (False, False, True, *reason, message.as_str()),
+    };
+    conditions::set(list, condition(READY, ready, reason, message, generation));
+    conditions::set(
+        list,
+        condition(
+            RECONCILING,
+            reconciling,
+            reason,
+            if reconciling == True { message } else { "" },
+            generation,
+        ),
+    );
+    conditions::set(
+        list,
+        condition(
+            STALLED,
+            stalled,
+            reason,
+            if stalled == True { message } else { "" },
+            generation,
+        ),
+    );
+}
+
+/// Writes `status` of `name` with server-side apply under the operator's field manager
+/// (the status subresource; `force` takes ownership from earlier managers).
+///
+/// Errors: the Kubernetes API's error.
+pub async fn patch_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    S: Serialize,
+{
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each outcome sets the three conditions to the statuses kstatus expects.
+    #[test]
+    fn outcomes_map_to_kstatus_conditions() {
+        let cases = [
+            (
+                Outcome::Ready {
+                    reason: "Available",
+                    message: String::new(),
+                },
+                ["True", "False", "False"],
+            ),
+            (
+                Outcome::Progressing {
+                    reason: "Creating",
+                    message: "x".into(),
+                },
+                ["False", "True", "False"],
+            ),
+            (
+                Outcome::Stalled {
+                    reason: "InvalidSpec",
+                    message: "x".into(),
+                },
+                ["False", "False", "True"],
+            ),
+        ];
+        for (outcome, want) in cases {
+            let mut list = Vec::new();
+            set_conditions(&mut list, &outcome, Some(3));
+            let got: Vec<String> = [READY, RECONCILING, STALLED]
+                .iter()
+                .map(|t| format!("{:?}", conditions::find(&list, t).unwrap().status))
+                .collect();
+            assert_eq!(got, want, "{outcome:?}");
+            assert!(list.iter().all(|c| c.observed_generation == Some(3)));
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! The SubAccount reconciler: converges a sub account, writes its first key to a Secret, and on
+//! deletion deactivates or orphans it (the interface has no DELETE for sub accounts).
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+
+use super::common::{api_failure, is_paused, measured, spec_changed, warn_event};
+use super::context::{Context, object_key};
+use super::error::{Error, Result};
+use super::secrets::{self, SecretError};
+use super::status::{Outcome, patch_status, set_conditions};
+use crate::api::SubAccountDetail;
+use crate::crd::{FINALIZER, SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
+use crate::reconcile::execute::create_or_recover;
+use crate::reconcile::{Action as Plan, Lookup, MatchedBy, subaccount};
+
+const KIND: &str = "SubAccount";
+
+/// Reconciles one SubAccount (entry point of the controller).
+///
+/// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
+pub async fn reconcile(obj: Arc<SubAccount>, ctx: Arc<Context>) -> Result<Action> {
+    measured(KIND, &ctx, async {
+        if is_paused(obj.as_ref()) {
+            return Ok(Action::await_change());
+        }
+        let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+        let api: Api<SubAccount> = Api::namespaced(ctx.kube.clone(), &ns);
+        finalizer(&api, FINALIZER, obj, |event| async {
+            match event {
+                Finalizer::Apply(o) => apply(&o, &ctx, &api).await,
+                Finalizer::Cleanup(o) => cleanup(&o, &ctx).await,
+            }
+        })
+        .await
+        .map_err(|e| Error::Finalizer(Box::new(e)))
+    })
+    .await
+}
+
+type Failure = Box<(Outcome, SubAccountStatus, Option<Error>)>;
+
+fn failed(e: crate::api::ApiError, doing: &str, status: &SubAccountStatus) -> Failure {
+    let outcome = api_failure(&e, doing);
+    let retry = e.is_retryable().then_some(Error::Api(e));
+    Box::new((outcome, status.clone(), retry))
+}
+
+fn stalled(reason: &'static str, message: String, status: &SubAccountStatus) -> Failure {
+    Box::new((Outcome::Stalled { reason, message }, status.clone(), None))
+}
+
+async fn apply(obj: &SubAccount, ctx: &Context, api: &Api<SubAccount>) -> Result<Action> {
+    let name = obj.name_any();
+    let old = obj.status.clone().unwrap_or_default();
+    if old.conditions.is_empty() {
+        let mut first = old.clone();
+        set_conditions(
+            &mut first.conditions,
+            &Outcome::Progressing {
+                reason: "Reconciling",
+                message: "first reconcile".into(),
+            },
+            obj.metadata.generation,
+        );
+        patch_status(api, &name, &first).await?;
+    }
+    let (outcome, mut status, error, requeue) = match converge(obj, ctx, &old).await {
+        Ok((outcome, status, requeue)) => (outcome, status, None, requeue),
+        Err(failure) => {
+            let (outcome, status, error) = *failure;
+            (outcome, status, error, None)
+        }
+    };
+    status.conditions = old.conditions.clone();
+    status.observed_generation = obj.metadata.generation;
+    set_conditions(&mut status.conditions, &outcome, obj.metadata.generation);
+    if !outcome.is_ready() && status.conditions != old.conditions {
+        warn_event(ctx, obj, &outcome).await;
+    }
+    patch_status(api, &name, &status).await?;
+    let key = object_key(obj);
+    ctx.metrics
+        .set_ready(KIND, key.clone(), Some(outcome.is_ready()));
+    if let Some(e) = error {
+        return Err(e);
+    }
+    ctx.reset_failures(&key);
+    Ok(requeue.unwrap_or_else(|| match outcome {
+        Outcome::Stalled { .. } => Action::await_change(),
+        _ => Action::requeue(ctx.resync_delay()),
+    }))
+}
+
+async fn converge(
+    obj: &SubAccount,
+    ctx: &Context,
+    old: &SubAccountStatus,
+) -> std::result::Result<(Outcome, SubAccountStatus, Option<Action>), Failure> {
+    let desired = match subaccount::desired(obj) {
+        Ok(d) => d,
+        Err(problems) => {
+            return Err(stalled(
+                "InvalidSpec",
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                old,
+            ));
+        }
+    };
+    let list = ctx
+        .cache
+        .fresh_sub_accounts()
+        .await
+        .map_err(|e| failed(e, "listing sub accounts", old))?;
+    let lookup = list.read(|items| match subaccount::lookup(&desired, old.id, items) {
+        Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
+        Lookup::Missing => Ok(None),
+        Lookup::Ambiguous(ids) => Err(stalled("AmbiguousMatch", format!("{} sub accounts are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name), old)),
+        Lookup::ExternalIdNotFound(id) => Err(stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sub account {id}, which does not exist"), old)),
+    })?;
+    let mut detail: Option<SubAccountDetail> = None;
+    if let Some((item, _)) = &lookup
+        && spec_changed(obj, old.observed_generation)
+    {
+        detail = Some(
+            ctx.api
+                .get_sub_account(item.id)
+                .await
+                .map_err(|e| failed(e, "reading the sub account", old))?,
+        );
+    }
+    let observed = match (&lookup, &detail) {
+        (Some((_, found)), Some(d)) => Some((*found, subaccount::Observed::from(d))),
+        (Some((item, found)), None) => Some((*found, subaccount::Observed::from(item))),
+        _ => None,
+    };
+    let plan = subaccount::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o)));
+
+    if !obj.spec.management_policy.may_write() {
+        let Some((item, _)) = &lookup else {
+            return Ok((Outcome::Progressing { reason: "ExternalObjectMissing", message: "managementPolicy is ObserveOnly and no sub account matches; nothing is created".into() }, old.clone(), None));
+        };
+        let status = detail.as_ref().map_or_else(
+            || subaccount::status_from_list_item(item, old),
+            subaccount::status_from_detail,
+        );
+        let outcome = if plan.writes() {
+            let diff: Vec<String> = plan
+                .changes()
+                .iter()
+                .map(|c| format!("{}: {} (service) vs {} (spec)", c.field, c.from, c.to))
+                .collect();
+            Outcome::Progressing {
+                reason: "DriftDetected",
+                message: format!(
+                    "the service differs from the spec, not corrected (ObserveOnly): {}",
+                    diff.join("; ")
+                ),
+            }
+        } else {
+            Outcome::Ready {
+                reason: "Observed",
+                message: "the sub account matches the spec (ObserveOnly)".into(),
+            }
+        };
+        return Ok((outcome, status, None));
+    }
+
+    match &plan.action {
+        Plan::Create(req) => {
+            let client = &ctx.api;
+            let name = desired.name.clone();
+            let created = create_or_recover(client.create_sub_account(req), || async {
+                ctx.cache.sub_accounts.invalidate();
+                let list = ctx.cache.fresh_sub_accounts().await?;
+                match list.read(|items| items.iter().find(|s| s.name == name).map(|s| s.id)) {
+                    Some(id) => client.get_sub_account(id).await.map(Some),
+                    None => Ok(None),
+                }
+            })
+            .await
+            .map_err(|e| failed(e, "creating the sub account", old))?;
+            ctx.cache
+                .sub_accounts
+                .upsert(subaccount::list_item_from_detail(&created));
+            for key in &created.api_keys {
+                ctx.cache.api_keys.upsert(key.clone());
+            }
+            ctx.event(
+                obj,
+                EventType::Normal,
+                "Created",
+                "Create",
+                format!(
+                    "created sub account {} \"{}\"",
+                    created.id, created.sub_account_name
+                ),
+            )
+            .await;
+            detail = Some(created);
+        }
+        Plan::Update {
+            id,
+            request,
+            changes,
+        } => {
+            let d = ctx
+                .api
+                .update_sub_account(*id, request)
+                .await
+                .map_err(|e| failed(e, "updating the sub account", old))?;
+            ctx.cache
+                .sub_accounts
+                .upsert(subaccount::list_item_from_detail(&d));
+            let fields: Vec<&str> = changes.iter().map(|c| c.field).collect();
+            ctx.event(
+                obj,
+                EventType::Normal,
+                "Updated",
+                "Update",
+                format!("updated sub account {} ({})", d.id, fields.join(", ")),
+            )
+            .await;
+            detail = Some(d);
+        }
+        Plan::Unchanged { .. } => {}
+    }
+    if let Some(found) = plan.found
+        && old.id.is_none()
+        && matches!(
+            found.matched_by,
+            MatchedBy::NaturalKey | MatchedBy::ExternalId
+        )
+    {
+        ctx.event(
+            obj,
+            EventType::Normal,
+            "Adopted",
+            "Adopt",
+            format!("adopted existing sub account {}", found.id),
+        )
+        .await;
+    }
+    let status = match (&detail, &lookup) {
+        (Some(d), _) => subaccount::status_from_detail(d),
+        (None, Some((item, _))) => subaccount::status_from_list_item(item, old),
+        (None, None) => old.clone(),
+    };
+
+    // The first key's value: the sub account's keys are in the cached key list.
+    if let (Some(key_spec), Some(id)) = (&desired.initial_key, status.id) {
+        let key_name = subaccount::initial_key_name(&desired).unwrap_or_default();
+        let keys = ctx
+            .cache
+            .fresh_api_keys()
+            .await
+            .map_err(|e| failed(e, "listing API keys", &status))?;
+        let value = keys.read(|items| {
+            items
+                .iter()
+                .find(|k| k.sub_account_id == id && k.name == key_name)
+                .map(|k| k.key.clone())
+        });
+        match value {
+            Some(value) => match secrets::ensure(
+                &ctx.kube,
+                obj,
+                &key_spec.secret_name,
+                super::apikey::SECRET_KEY,
+                &value,
+            )
+            .await
+            {
+                Ok(_) => {}
+                Err(SecretError::Kube(e)) => {
+                    return Err(Box::new((
+                        Outcome::Progressing {
+                            reason: "SecretWriteFailed",
+                            message: e.to_string(),
+                        },
+                        status,
+                        Some(Error::Kube(e)),
+                    )));
+                }
+                Err(e @ SecretError::OwnedByOther { .. }) => {
+                    return Err(stalled("SecretConflict", e.to_string(), &status));
+                }
+            },
+            None => {
+                return Ok((
+                    Outcome::Ready {
+                        reason: "Available",
+                        message: format!(
+                            "sub account {id} is in sync; it has no key named \"{key_name}\" to write to Secret \"{}\" (spec.apiKey applies at creation only)",
+                            key_spec.secret_name
+                        ),
+                    },
+                    status,
+                    None,
+                ));
+            }
+        }
+    }
+    let message = format!("sub account {} is in sync", status.id.unwrap_or_default());
+    Ok((
+        Outcome::Ready {
+            reason: "Available",
+            message,
+        },
+        status,
+        None,
+    ))
+}
+
+async fn cleanup(obj: &SubAccount, ctx: &Context) -> Result<Action> {
+    ctx.metrics.set_ready(KIND, object_key(obj), None);
+    let id = obj.status.as_ref().and_then(|s| s.id);
+    if obj.spec.deletion_policy != SubAccountDeletionPolicy::Deactivate
+        || !obj.spec.management_policy.may_write()
+    {
+        return Ok(Action::await_change());
+    }
+    let Some(id) = id else {
+        return Ok(Action::await_change());
+    };
+    let request = subaccount::deactivate_request(obj);
+    match ctx.api.update_sub_account(id, &request).await {
+        Ok(d) => ctx
+            .cache
+            .sub_accounts
+            .upsert(subaccount::list_item_from_detail(&d)),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(Error::Api(e)),
+    }
+    let status = request.status.unwrap_or_default();
+    ctx.event(
+        obj,
+        EventType::Normal,
+        "Deactivated",
+        "Delete",
+        format!("set sub account {id} to status \"{status}\""),
+    )
+    .await;
+    Ok(Action::await_change())
+}
