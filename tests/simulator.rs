@@ -1503,6 +1503,7 @@ async fn bad_paths_and_methods() {
         (Method::GET, "/api-key/abc"),
         (Method::PUT, "/api-key/1.5"),
         (Method::DELETE, "/api-key/%20"),
+        (Method::GET, "/api-key/%FF"),
         (Method::GET, "/sub-account/x"),
         (Method::PUT, "/sub-account/99999999999999999999"),
         (Method::GET, "/domain/sending/x"),

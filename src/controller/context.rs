@@ -18,6 +18,8 @@ pub const FIELD_MANAGER: &str = "mailtarget-operator";
 pub struct Settings {
     /// Period of the drift check of each object (jittered by up to 10%).
     pub resync_interval: Duration,
+    /// Wait before the first `verify-txt` call after a domain is created; doubled per call.
+    pub verify_first_interval: Duration,
     /// Longest wait between two `verify-txt` calls for an unverified domain.
     pub verify_max_interval: Duration,
     /// Longest wait before retrying an object after a retryable error.
@@ -28,6 +30,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             resync_interval: Duration::from_secs(300),
+            verify_first_interval: Duration::from_secs(5),
             verify_max_interval: Duration::from_secs(600),
             max_error_backoff: Duration::from_secs(300),
         }

@@ -58,6 +58,9 @@ pub struct RunArgs {
     /// Period of the drift check of each object, e.g. `5m` (jittered by up to 10%).
     #[arg(long, env = "MAILTARGET_RESYNC_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
     pub resync_interval: Duration,
+    /// Wait before the first verify-txt call of a new sending domain, doubled after each call.
+    #[arg(long, env = "MAILTARGET_VERIFY_FIRST_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub verify_first_interval: Duration,
     /// Longest wait between two verify-txt calls of an unverified sending domain, e.g. `10m`.
     #[arg(long, env = "MAILTARGET_VERIFY_MAX_INTERVAL", default_value = "10m", value_parser = humantime::parse_duration)]
     pub verify_max_interval: Duration,
@@ -312,6 +315,7 @@ pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
 
     let settings = Settings {
         resync_interval: args.resync_interval.max(Duration::from_secs(1)),
+        verify_first_interval: args.verify_first_interval.max(Duration::from_millis(100)),
         verify_max_interval: args.verify_max_interval.max(Duration::from_secs(1)),
         ..Settings::default()
     };

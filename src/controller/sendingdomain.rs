@@ -113,7 +113,7 @@ async fn apply(obj: &SendingDomain, ctx: &Context, api: &Api<SendingDomain>) -> 
 
 /// Time left until the next `verify-txt` call is due: `verify_backoff(attempts)` after the last
 /// call (or the creation); zero when due now or never called.
-fn until_next_verify(status: &SendingDomainStatus, max: Duration) -> Duration {
+fn until_next_verify(status: &SendingDomainStatus, first: Duration, max: Duration) -> Duration {
     let attempts = status.verify_attempts.unwrap_or(0);
     let Some(last) = status
         .last_verify_time
@@ -123,7 +123,7 @@ fn until_next_verify(status: &SendingDomainStatus, max: Duration) -> Duration {
         return Duration::ZERO;
     };
     let due = last.with_timezone(&chrono::Utc)
-        + chrono::Duration::from_std(sendingdomain::verify_backoff(attempts, max))
+        + chrono::Duration::from_std(sendingdomain::verify_backoff(attempts, first, max))
             .unwrap_or_default();
     (due - chrono::Utc::now())
         .to_std()
@@ -265,8 +265,11 @@ async fn converge(
     // Verification: while unverified, call verify-txt with backoff (never in ObserveOnly).
     let mut requeue = None;
     if !verified && may_write {
-        let max = ctx.settings.verify_max_interval;
-        let wait = until_next_verify(&status, max);
+        let (first, max) = (
+            ctx.settings.verify_first_interval,
+            ctx.settings.verify_max_interval,
+        );
+        let wait = until_next_verify(&status, first, max);
         if !wait.is_zero() {
             requeue = Some(Action::requeue(wait));
         } else {
@@ -296,7 +299,7 @@ async fn converge(
                 .await;
             } else {
                 requeue = Some(Action::requeue(sendingdomain::verify_backoff(
-                    attempts, max,
+                    attempts, first, max,
                 )));
             }
         }

@@ -229,11 +229,11 @@ pub fn status_from_detail(d: &SendingDomainDetail) -> SendingDomainStatus {
     }
 }
 
-/// Delay before the next `verify-txt` call after `attempts` calls: 5 s doubled per attempt,
+/// Delay before the next `verify-txt` call after `attempts` calls: `first` doubled per attempt,
 /// capped at `max`. A domain is checked within seconds of creation, then less and less often.
-pub fn verify_backoff(attempts: u32, max: Duration) -> Duration {
-    let base = Duration::from_secs(5);
-    base.checked_mul(1u32 << attempts.min(20))
+pub fn verify_backoff(attempts: u32, first: Duration, max: Duration) -> Duration {
+    first
+        .checked_mul(1u32 << attempts.min(20))
         .unwrap_or(max)
         .min(max)
 }
@@ -298,11 +298,11 @@ mod tests {
     /// Backoff starts within seconds, doubles, and stops at the cap.
     #[test]
     fn backoff_doubles_to_cap() {
-        let max = Duration::from_secs(600);
-        assert_eq!(verify_backoff(0, max), Duration::from_secs(5));
-        assert_eq!(verify_backoff(1, max), Duration::from_secs(10));
-        assert_eq!(verify_backoff(10, max), max);
-        assert_eq!(verify_backoff(u32::MAX, max), max);
+        let (first, max) = (Duration::from_secs(5), Duration::from_secs(600));
+        assert_eq!(verify_backoff(0, first, max), Duration::from_secs(5));
+        assert_eq!(verify_backoff(1, first, max), Duration::from_secs(10));
+        assert_eq!(verify_backoff(10, first, max), max);
+        assert_eq!(verify_backoff(u32::MAX, first, max), max);
     }
 }
 

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use super::auth::Caller;
 use super::errors::{self, ApiError, ApiResult};
-use super::paging::QueryParams;
+use super::paging::{PathText, QueryParams};
 use super::server::Shared;
 use super::state::{COMPANY_NAME, COMPANY_SUB_ACCOUNT_ID, Event, Store, Transmission};
 
@@ -337,7 +337,7 @@ fn find_transmission(store: &Store, caller: Caller, id: &str) -> ApiResult<Trans
 async fn transmission_status(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathText(id): PathText,
 ) -> ApiResult<Json<TransmissionStatus>> {
     let transmission = find_transmission(&shared.store(), caller, &id)?;
     let mut counts = Counts::default();
@@ -365,7 +365,7 @@ async fn transmission_status(
 async fn transmission_events(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathText(id): PathText,
 ) -> ApiResult<Json<EventList>> {
     let transmission = find_transmission(&shared.store(), caller, &id)?;
     let events = transmission

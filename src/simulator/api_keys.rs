@@ -17,7 +17,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::auth::Caller;
 use super::body::read_json;
 use super::errors::{ApiError, ApiResult};
-use super::paging::{QueryParams, path_id};
+use super::paging::{PathId, QueryParams};
 use super::server::Shared;
 use super::state::{ApiKey, COMPANY_ID, COMPANY_NAME, Store, now_ms};
 use super::validate;
@@ -362,9 +362,8 @@ fn visible_key(store: &Store, caller: Caller, id: i64) -> ApiResult<&ApiKey> {
 async fn read(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<ApiKeyDetail>> {
-    let id = path_id(&raw_id)?;
     let store = shared.store();
     let key = visible_key(&store, caller, id)?;
     Ok(Json(detail(&store, key)))
@@ -373,11 +372,10 @@ async fn read(
 async fn update(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<ApiKeyDetail>> {
-    let id = path_id(&raw_id)?;
     let request: UpdateBody = read_json(&headers, body).await?;
     let name = request
         .name
@@ -423,9 +421,8 @@ async fn update(
 async fn remove(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<bool>> {
-    let id = path_id(&raw_id)?;
     let mut store = shared.store();
     visible_key(&store, caller, id)?;
     store.state.api_keys.retain(|k| k.id != id);

@@ -5,6 +5,9 @@
 //! walk pages using `count`. Invalid values (`page=abc`, `page=0`, `size=-1`) are answered
 //! with 400.
 
+use axum::extract::{FromRequestParts, Path};
+use axum::http::request::Parts;
+
 use super::errors::{ApiError, ApiResult};
 
 /// Default `size` (the interface document, section "Limits").
@@ -112,6 +115,34 @@ pub(crate) fn path_id(raw: &str) -> ApiResult<i64> {
     raw.parse::<i64>().map_err(|_| {
         ApiError::bad_request(format!("path parameter id must be an integer, got {raw:?}"))
     })
+}
+
+/// Extractor for an integer `{id}` path parameter; any problem (not an integer, bad
+/// percent-encoding) is a 400 in the interface's error shape.
+pub(crate) struct PathId(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let PathText(raw) = PathText::from_request_parts(parts, state).await?;
+        path_id(&raw).map(PathId)
+    }
+}
+
+/// Extractor for a string `{id}` path parameter (transmission ids); bad percent-encoding is a
+/// 400 in the interface's error shape.
+pub(crate) struct PathText(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathText {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(raw)| PathText(raw))
+            .map_err(|_| ApiError::bad_request("the path parameter id is not valid"))
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, put};
 use axum::{Json, Router};
@@ -31,7 +31,7 @@ use super::auth::Caller;
 use super::body::read_json;
 use super::dkim;
 use super::errors::{self, ApiError, ApiResult};
-use super::paging::{QueryParams, path_id};
+use super::paging::{PathId, QueryParams};
 use super::server::Shared;
 use super::state::{COMPANY_ID, SendingDomain, Store, now_ms};
 use super::validate;
@@ -330,9 +330,8 @@ async fn unverified_spf(
 async fn read(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<DomainDetail>> {
-    let id = path_id(&raw_id)?;
     let store = shared.store();
     let domain = find_readable(&store, caller, id)?;
     Ok(Json(detail(&store, domain)))
@@ -341,9 +340,8 @@ async fn read(
 async fn remove(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<&'static str>> {
-    let id = path_id(&raw_id)?;
     let mut store = shared.store();
     find_owned(&mut store, caller, id)?;
     store.state.sending_domains.retain(|d| d.id != id);
@@ -353,9 +351,8 @@ async fn remove(
 async fn share(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<DomainDetail>> {
-    let id = path_id(&raw_id)?;
     let mut store = shared.store();
     let domain = find_owned(&mut store, caller, id)?;
     domain.assignment = "shared".to_string();
@@ -367,9 +364,8 @@ async fn share(
 async fn spf_suggestion(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<SpfSuggestion>> {
-    let id = path_id(&raw_id)?;
     let store = shared.store();
     let domain = find_readable(&store, caller, id)?;
     Ok(Json(suggestion_for(domain)))
@@ -400,9 +396,8 @@ fn suggestion_for(domain: &SendingDomain) -> SpfSuggestion {
 async fn verify_txt(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<Vec<DomainDetail>>> {
-    let id = path_id(&raw_id)?;
     let mut store = shared.store();
     let threshold = store.verify_after_calls;
     let domain = find_owned(&mut store, caller, id)?;

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -25,7 +25,7 @@ use super::api_keys::{ApiKeyListItem, NewKey, check_permission_ids, insert_key, 
 use super::auth::Caller;
 use super::body::read_json;
 use super::errors::{ApiError, ApiResult};
-use super::paging::{QueryParams, path_id};
+use super::paging::{PathId, QueryParams};
 use super::server::Shared;
 use super::state::{COMPANY_ID, Scope, Store, SubAccount, now_ms};
 use super::validate;
@@ -290,9 +290,8 @@ fn visible(store: &Store, caller: Caller, id: i64) -> ApiResult<SubAccount> {
 async fn read(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<SubAccountDetail>> {
-    let id = path_id(&raw_id)?;
     let store = shared.store();
     let sub = visible(&store, caller, id)?;
     Ok(Json(detail(&store, &sub)))
@@ -301,11 +300,10 @@ async fn read(
 async fn update(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
-    Path(raw_id): Path<String>,
+    PathId(id): PathId,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<SubAccountDetail>> {
-    let id = path_id(&raw_id)?;
     let request: UpdateBody = read_json(&headers, body).await?;
     let name = request
         .name

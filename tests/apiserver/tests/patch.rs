@@ -513,3 +513,18 @@ fn apply_metadata_lists_follow_object_meta() {
         server_side_apply(Some(&both), &widget(json!({})), "one", false, None, None).expect("drop");
     assert_eq!(dropped["metadata"]["finalizers"], json!(["b/f"]));
 }
+
+/// A JSON patch `test` of a missing path against `null` passes, as kube-apiserver does (kube-rs's
+/// finalizer helper sends it when adding the first finalizer); against another value it fails.
+#[test]
+fn json_patch_test_of_missing_path_against_null_passes() {
+    let mut obj = serde_json::json!({"metadata": {"name": "x"}});
+    let patch = serde_json::json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}
+    ]);
+    mailtarget_test_apiserver::patch::json_patch(&mut obj, &patch).unwrap();
+    assert_eq!(obj["metadata"]["finalizers"], serde_json::json!(["f"]));
+    let wrong = serde_json::json!([{"op": "test", "path": "/metadata/missing", "value": "v"}]);
+    assert!(mailtarget_test_apiserver::patch::json_patch(&mut obj, &wrong).is_err());
+}

@@ -1,0 +1,224 @@
+//! Shared set-up of the controller tests: a test API server with the CRDs installed, a
+//! simulator, and the operator running in-process against both.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::runtime::wait::await_condition;
+use kube::{Resource, ResourceExt};
+use mailtarget_operator::api::{Client as ApiClient, ClientConfig};
+use mailtarget_operator::controller::metrics::Metrics;
+use mailtarget_operator::controller::{Operator, Settings};
+use mailtarget_operator::crd::generate::all_crds;
+use mailtarget_operator::simulator::{RequestRecord, Simulator, SimulatorConfig};
+use mailtarget_test_apiserver::TestApiServer;
+use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
+
+/// The company key of every test simulator.
+pub const KEY: &str = "controller-test-key";
+/// Longest wait for any condition in these tests.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// One isolated environment: API server, simulator, operator.
+pub struct Env {
+    pub server: TestApiServer,
+    pub sim: Simulator,
+    pub kube: kube::Client,
+    pub api: ApiClient,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Options of [`Env::start_with`].
+pub struct Options {
+    pub verify_after_calls: u32,
+    pub resync: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            verify_after_calls: 1,
+            resync: Duration::from_secs(3),
+        }
+    }
+}
+
+pub fn api_client(sim: &Simulator) -> ApiClient {
+    let config = ClientConfig::new(
+        sim.base_url().parse().unwrap(),
+        sim.transmission_url().parse().unwrap(),
+        KEY.to_string().into(),
+    );
+    ApiClient::new(config).unwrap()
+}
+
+/// Creates the operator's CRDs and waits until they are served.
+pub async fn install_crds(kube: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    for crd in all_crds() {
+        let name = crd.name_any();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+        let established = await_condition(
+            crds.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        );
+        tokio::time::timeout(WAIT, established)
+            .await
+            .expect("CRD established in time")
+            .unwrap();
+    }
+}
+
+impl Env {
+    pub async fn start() -> Env {
+        Env::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(options: Options) -> Env {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let server = TestApiServer::start().await.unwrap();
+        let kube = server.client();
+        install_crds(&kube).await;
+        let mut config = SimulatorConfig::new(KEY);
+        config.verify_after_calls = options.verify_after_calls;
+        let sim = Simulator::start(config).await.unwrap();
+        let api = api_client(&sim);
+        let settings = Settings {
+            resync_interval: options.resync,
+            verify_first_interval: Duration::from_millis(200),
+            verify_max_interval: Duration::from_secs(1),
+            max_error_backoff: Duration::from_secs(2),
+        };
+        let operator = Operator::new(
+            kube.clone(),
+            api.clone(),
+            std::sync::Arc::new(Metrics::default()),
+            settings,
+            "test".into(),
+        );
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(operator.run(async move {
+            let _ = rx.await;
+        }));
+        Env {
+            server,
+            sim,
+            kube,
+            api,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug,
+    {
+        Api::namespaced(self.kube.clone(), "default")
+    }
+
+    /// Writes to the service since the log was last cleared.
+    pub fn writes(&self) -> Vec<RequestRecord> {
+        self.sim
+            .request_log()
+            .into_iter()
+            .filter(|r| r.is_write())
+            .collect()
+    }
+
+    /// Stops the operator and waits for it to finish.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(WAIT, task).await;
+        }
+    }
+}
+
+/// Creates `obj` in `default` from YAML.
+pub async fn create<K>(api: &Api<K>, yaml: &str) -> K
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_yaml::from_str(yaml).unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap()
+}
+
+/// Waits (bounded by [`WAIT`]) until `name` satisfies `cond`, through a watch.
+pub async fn wait_for<K>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    cond: impl Fn(&K) -> bool + Send + 'static,
+) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let fut = await_condition(api.clone(), name, move |o: Option<&K>| o.is_some_and(&cond));
+    match tokio::time::timeout(WAIT, fut).await {
+        Ok(Ok(Some(obj))) => obj,
+        Ok(other) => panic!("waiting for {name} to be {what}: {other:?}"),
+        Err(_) => panic!(
+            "{name} was not {what} within {WAIT:?}; last: {:?}",
+            api.get_opt(name).await
+        ),
+    }
+}
+
+/// Waits until `name` is gone.
+pub async fn wait_deleted<K>(api: &Api<K>, name: &str, uid: &str)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let fut = await_condition(
+        api.clone(),
+        name,
+        kube::runtime::wait::conditions::is_deleted(uid),
+    );
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{name} not deleted within {WAIT:?}"))
+        .unwrap();
+}
+
+/// Polls `check` on the simulator's state until it holds (bounded by [`WAIT`]); the simulator
+/// offers no change notifications.
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not true within {WAIT:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// True when the object's `Ready` condition is `status` and computed for its generation.
+pub fn ready_is<K: Resource>(
+    obj: &K,
+    conditions: &[mailtarget_operator::crd::Condition],
+    status: &str,
+    reason: Option<&str>,
+) -> bool {
+    conditions.iter().any(|c| {
+        c.type_ == "Ready"
+            && format!("{:?}", c.status) == status
+            && c.observed_generation == obj.meta().generation
+            && reason.is_none_or(|r| c.reason == r)
+    })
+}

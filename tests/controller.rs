@@ -1,0 +1,434 @@
+//! The controllers against the test API server and the simulator: each test runs its own
+//! environment and asserts on Kubernetes objects and on the simulator's state and request log.
+
+mod common;
+
+use common::{Env, Options, create, eventually, ready_is, wait_deleted, wait_for};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use mailtarget_operator::api::{CreateApiKey, CreateSubAccount, UpdateApiKey};
+use mailtarget_operator::crd::{ApiKey, SendingDomain, SubAccount};
+use serde_json::json;
+
+fn key_ready(k: &ApiKey) -> bool {
+    k.status
+        .as_ref()
+        .is_some_and(|s| ready_is(k, &s.conditions, "True", None))
+}
+
+fn secret_value(s: &Secret, key: &str) -> Option<String> {
+    s.data
+        .as_ref()?
+        .get(key)
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+}
+
+const CI_KEY: &str = r#"
+apiVersion: mailtarget.co/v1alpha1
+kind: ApiKey
+metadata: {name: ci}
+spec:
+  name: ci
+  permissionIds: [1, 2]
+  allowedIps: ["198.51.100.7"]
+  secretName: ci-key
+"#;
+
+/// A new ApiKey is created once, becomes Ready, and its value lands in its Secret only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_key_created_ready_with_secret() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, CI_KEY).await;
+    let k = wait_for(&keys, "ci", "Ready", key_ready).await;
+    let status = k.status.unwrap();
+    let state = env.sim.snapshot();
+    assert_eq!(state.api_keys.len(), 1, "exactly one key created");
+    let sim_key = &state.api_keys[0];
+    assert_eq!(status.id, Some(sim_key.id));
+    assert_eq!(status.allowed_ips, vec!["198.51.100.7".to_string()]);
+    assert_eq!(
+        status.permissions.iter().map(|p| p.id).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    let secrets: Api<Secret> = env.api();
+    let secret = secrets.get("ci-key").await.unwrap();
+    assert_eq!(
+        secret_value(&secret, "apiKey").as_deref(),
+        Some(sim_key.key.as_str())
+    );
+    assert_eq!(secret.owner_references()[0].uid, k.metadata.uid.unwrap());
+    let status_json = serde_json::to_string(&status).unwrap();
+    assert!(
+        !status_json.contains(&sim_key.key),
+        "the key value leaked into status"
+    );
+    env.stop().await;
+}
+
+/// A spec change becomes exactly one PUT carrying the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_update_is_exactly_one_put() {
+    let env = Env::start_with(Options {
+        resync: std::time::Duration::from_secs(300),
+        ..Default::default()
+    })
+    .await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, CI_KEY).await;
+    let k = wait_for(&keys, "ci", "Ready", key_ready).await;
+    let id = k.status.unwrap().id.unwrap();
+    env.sim.clear_request_log();
+    keys.patch(
+        "ci",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"permissionIds": [1, 3]}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&keys, "ci", "Ready at generation 2", |k| {
+        k.metadata.generation == Some(2) && key_ready(k)
+    })
+    .await;
+    let writes = env.writes();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(
+        (writes[0].method.as_str(), writes[0].path.clone()),
+        ("PUT", format!("/api-key/{id}"))
+    );
+    assert_eq!(env.sim.snapshot().api_keys[0].permission_ids, vec![1, 3]);
+    env.stop().await;
+}
+
+/// Deleting an ApiKey deletes the API key, then the finalizer goes and the object is gone;
+/// with `deletionPolicy: Orphan` the API key stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_and_orphan() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, CI_KEY).await;
+    create(
+        &keys,
+        &CI_KEY.replace("name: ci", "name: kept").replace(
+            "secretName: ci-key",
+            "secretName: kept-key\n  deletionPolicy: Orphan",
+        ),
+    )
+    .await;
+    let ci = wait_for(&keys, "ci", "Ready", key_ready).await;
+    let kept = wait_for(&keys, "kept", "Ready", key_ready).await;
+    assert!(
+        ci.finalizers()
+            .contains(&"mailtarget.co/finalizer".to_string())
+    );
+    for k in [&ci, &kept] {
+        keys.delete(&k.name_any(), &DeleteParams::default())
+            .await
+            .unwrap();
+        wait_deleted(&keys, &k.name_any(), k.metadata.uid.as_deref().unwrap()).await;
+    }
+    let ids: Vec<i64> = env.sim.snapshot().api_keys.iter().map(|k| k.id).collect();
+    assert_eq!(
+        ids,
+        vec![kept.status.unwrap().id.unwrap()],
+        "the orphaned key stays, the other is deleted"
+    );
+    env.stop().await;
+}
+
+/// A SubAccount is created with its first key (value in its Secret); deleting it with
+/// `deletionPolicy: Deactivate` sets the sub account's status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sub_account_first_key_and_deactivate() {
+    let env = Env::start().await;
+    let subs: Api<SubAccount> = env.api();
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-a}\nspec:\n  deletionPolicy: Deactivate\n  apiKey: {name: sender, secretName: team-a-key}\n").await;
+    let sa = wait_for(&subs, "team-a", "Ready", |s: &SubAccount| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| ready_is(s, &st.conditions, "True", None))
+    })
+    .await;
+    let state = env.sim.snapshot();
+    assert_eq!(state.sub_accounts.len(), 1);
+    assert_eq!(sa.status.as_ref().unwrap().api_keys.len(), 1);
+    let secret = Api::<Secret>::namespaced(env.kube.clone(), "default")
+        .get("team-a-key")
+        .await
+        .unwrap();
+    assert_eq!(
+        secret_value(&secret, "apiKey").as_deref(),
+        Some(state.api_keys[0].key.as_str())
+    );
+    subs.delete("team-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&subs, "team-a", sa.metadata.uid.as_deref().unwrap()).await;
+    assert_eq!(env.sim.snapshot().sub_accounts[0].status, "inactive");
+    env.stop().await;
+}
+
+/// Existing API objects are adopted by name and by the external-id annotation, never duplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adoption_by_name_and_annotation() {
+    let env = Env::start().await;
+    let by_name = env
+        .api
+        .create_api_key(&CreateApiKey {
+            name: Some("ci".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let by_id = env
+        .api
+        .create_api_key(&CreateApiKey {
+            name: Some("legacy".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: ci}\nspec: {secretName: ci-key}\n").await;
+    create(&keys, &format!("apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: renamed\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{name: legacy, secretName: legacy-key}}\n", by_id.id)).await;
+    let a = wait_for(&keys, "ci", "Ready", key_ready).await;
+    let b = wait_for(&keys, "renamed", "Ready", key_ready).await;
+    assert_eq!(a.status.unwrap().id, Some(by_name.id));
+    assert_eq!(b.status.unwrap().id, Some(by_id.id));
+    assert_eq!(env.sim.snapshot().api_keys.len(), 2, "no key was created");
+    assert!(
+        env.writes()
+            .iter()
+            .all(|w| w.method != "POST" || w.path != "/api-key" || w.status >= 400)
+            || env.writes().iter().filter(|w| w.method == "POST").count() == 2
+    );
+    env.stop().await;
+}
+
+/// A deleted Secret, and an altered one, are written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_deleted_or_altered_is_restored() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, CI_KEY).await;
+    wait_for(&keys, "ci", "Ready", key_ready).await;
+    let value = env.sim.snapshot().api_keys[0].key.clone();
+    let secrets: Api<Secret> = env.api();
+    let old = secrets.get("ci-key").await.unwrap();
+    secrets
+        .delete("ci-key", &DeleteParams::default())
+        .await
+        .unwrap();
+    let want = value.clone();
+    let restored = wait_for(&secrets, "ci-key", "restored", move |s: &Secret| {
+        secret_value(s, "apiKey").as_deref() == Some(want.as_str())
+    })
+    .await;
+    assert_ne!(
+        restored.metadata.uid, old.metadata.uid,
+        "a new Secret was created"
+    );
+    secrets
+        .patch(
+            "ci-key",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"apiKey": "dGFtcGVyZWQ="}})),
+        )
+        .await
+        .unwrap();
+    let want = value.clone();
+    wait_for(
+        &secrets,
+        "ci-key",
+        "restored after tampering",
+        move |s: &Secret| secret_value(s, "apiKey").as_deref() == Some(want.as_str()),
+    )
+    .await;
+    env.stop().await;
+}
+
+/// A change made at the API (a rename) is corrected by the periodic resync; an API object
+/// deleted out of band is created again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_drift_is_corrected_by_resync() {
+    let env = Env::start_with(Options {
+        resync: std::time::Duration::from_secs(1),
+        ..Default::default()
+    })
+    .await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, CI_KEY).await;
+    let k = wait_for(&keys, "ci", "Ready", key_ready).await;
+    let id = k.status.unwrap().id.unwrap();
+    env.api
+        .update_api_key(
+            id,
+            &UpdateApiKey {
+                name: Some("renamed-by-hand".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let sim = &env.sim;
+    eventually("the name is corrected", || {
+        sim.snapshot()
+            .api_keys
+            .iter()
+            .any(|k| k.id == id && k.name == "ci")
+    })
+    .await;
+    env.api.delete_api_key(id).await.unwrap();
+    eventually("the key is created again", || {
+        sim.snapshot().api_keys.iter().any(|k| k.name == "ci")
+    })
+    .await;
+    assert_eq!(sim.snapshot().api_keys.len(), 1, "exactly one key");
+    let new_id = sim.snapshot().api_keys[0].id;
+    wait_for(&keys, "ci", "pointing at the new key", move |k: &ApiKey| {
+        k.status.as_ref().and_then(|s| s.id) == Some(new_id)
+    })
+    .await;
+    env.stop().await;
+}
+
+/// `managementPolicy: ObserveOnly` reports drift and missing objects but never writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observe_only_never_writes() {
+    let env = Env::start().await;
+    env.api
+        .create_sub_account(&CreateSubAccount {
+            name: Some("team-b".into()),
+            status: Some("active".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    env.sim.clear_request_log();
+    let subs: Api<SubAccount> = env.api();
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-b}\nspec: {status: suspended, managementPolicy: ObserveOnly}\n").await;
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: ghost}\nspec: {managementPolicy: ObserveOnly}\n").await;
+    let b = wait_for(&subs, "team-b", "DriftDetected", |s: &SubAccount| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| ready_is(s, &st.conditions, "False", Some("DriftDetected")))
+    })
+    .await;
+    assert!(
+        b.status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .iter()
+            .any(|c| c.message.contains("spec.status"))
+    );
+    wait_for(&subs, "ghost", "reported missing", |s: &SubAccount| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| ready_is(s, &st.conditions, "False", Some("ExternalObjectMissing")))
+    })
+    .await;
+    for name in ["team-b", "ghost"] {
+        let obj = subs.get(name).await.unwrap();
+        subs.delete(name, &DeleteParams::default()).await.unwrap();
+        wait_deleted(&subs, name, obj.metadata.uid.as_deref().unwrap()).await;
+    }
+    assert!(
+        env.writes().is_empty(),
+        "ObserveOnly wrote: {:?}",
+        env.writes()
+    );
+    assert_eq!(env.sim.snapshot().sub_accounts.len(), 1);
+    assert_eq!(env.sim.snapshot().sub_accounts[0].status, "active");
+    env.stop().await;
+}
+
+/// A key referencing a missing SubAccount waits with `ReferenceNotReady` and writes nothing;
+/// once the SubAccount exists with that key, the key is adopted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_to_missing_sub_account() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: sender}\nspec: {secretName: sender-key, subAccountRef: {name: team-c}}\n").await;
+    wait_for(&keys, "sender", "ReferenceNotReady", |k: &ApiKey| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| ready_is(k, &s.conditions, "False", Some("ReferenceNotReady")))
+    })
+    .await;
+    assert!(env.writes().is_empty());
+    let subs: Api<SubAccount> = env.api();
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-c}\nspec:\n  apiKey: {name: sender, secretName: team-c-key}\n").await;
+    let k = wait_for(&keys, "sender", "Ready", key_ready).await;
+    let state = env.sim.snapshot();
+    assert_eq!(
+        state.api_keys.len(),
+        1,
+        "the sub account's first key is adopted, not duplicated"
+    );
+    assert_eq!(
+        k.status.unwrap().sub_account_id,
+        Some(state.sub_accounts[0].id)
+    );
+    env.stop().await;
+}
+
+/// A domain goes from pending to verified: DNS records in status, verify-txt called with
+/// backoff until the flags are true, the DKIM private key in its Secret and nowhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn domain_pending_to_verified() {
+    let env = Env::start_with(Options {
+        verify_after_calls: 2,
+        ..Default::default()
+    })
+    .await;
+    let domains: Api<SendingDomain> = env.api();
+    create(&domains, "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: mail}\nspec: {domain: mail.example.com, dkimPrivateKeySecretName: mail-dkim}\n").await;
+    let pending = wait_for(
+        &domains,
+        "mail",
+        "pending with records",
+        |d: &SendingDomain| {
+            d.status.as_ref().is_some_and(|s| {
+                s.dns_records.len() == 3
+                    && ready_is(d, &s.conditions, "False", Some("VerifyingDns"))
+            })
+        },
+    )
+    .await;
+    let message = &pending
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message;
+    assert!(message.contains("_domainkey.mail.example.com"), "{message}");
+    let done = wait_for(&domains, "mail", "verified", |d: &SendingDomain| {
+        d.status
+            .as_ref()
+            .is_some_and(|s| s.verified && ready_is(d, &s.conditions, "True", Some("Verified")))
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert!(status.dns_records.iter().all(|r| r.verified));
+    assert_eq!(status.status, vec!["verified".to_string()]);
+    let verify_calls = env
+        .sim
+        .request_log()
+        .iter()
+        .filter(|r| r.path.ends_with("/verify-txt"))
+        .count();
+    assert_eq!(verify_calls, 2, "verify-txt only while unverified");
+    let secret = Api::<Secret>::namespaced(env.kube.clone(), "default")
+        .get("mail-dkim")
+        .await
+        .unwrap();
+    let pem = secret_value(&secret, "dkimPrivateKey").unwrap();
+    assert!(pem.contains("PRIVATE KEY"));
+    assert!(!serde_json::to_string(&status).unwrap().contains(&pem));
+    env.stop().await;
+}
