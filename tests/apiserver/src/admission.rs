@@ -100,7 +100,7 @@ fn typed_roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, 
 }
 
 fn builtin_roundtrip(b: Builtin, v: &Value) -> Result<Value, String> {
-    use k8s_openapi::api::{coordination, core};
+    use k8s_openapi::api::{apps, coordination, core, policy, rbac};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     match b {
         Builtin::Namespace => typed_roundtrip::<core::v1::Namespace>(v),
@@ -109,6 +109,14 @@ fn builtin_roundtrip(b: Builtin, v: &Value) -> Result<Value, String> {
         Builtin::CoreEvent | Builtin::EventsEvent => typed_roundtrip::<core::v1::Event>(v),
         Builtin::Lease => typed_roundtrip::<coordination::v1::Lease>(v),
         Builtin::Crd => typed_roundtrip::<CustomResourceDefinition>(v),
+        Builtin::Deployment => typed_roundtrip::<apps::v1::Deployment>(v),
+        Builtin::ServiceAccount => typed_roundtrip::<core::v1::ServiceAccount>(v),
+        Builtin::Service => typed_roundtrip::<core::v1::Service>(v),
+        Builtin::ClusterRole => typed_roundtrip::<rbac::v1::ClusterRole>(v),
+        Builtin::ClusterRoleBinding => typed_roundtrip::<rbac::v1::ClusterRoleBinding>(v),
+        Builtin::Role => typed_roundtrip::<rbac::v1::Role>(v),
+        Builtin::RoleBinding => typed_roundtrip::<rbac::v1::RoleBinding>(v),
+        Builtin::PodDisruptionBudget => typed_roundtrip::<policy::v1::PodDisruptionBudget>(v),
     }
 }
 

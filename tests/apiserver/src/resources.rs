@@ -34,6 +34,36 @@ pub enum Builtin {
     Lease,
     /// apiextensions.k8s.io/v1 CustomResourceDefinition.
     Crd,
+    /// apps/v1 Deployment (stored only: no pods are created).
+    Deployment,
+    /// core/v1 ServiceAccount (stored only: no tokens are issued).
+    ServiceAccount,
+    /// core/v1 Service (stored only: no cluster IP is allocated, no endpoints).
+    Service,
+    /// rbac.authorization.k8s.io/v1 ClusterRole (stored only: nothing is authorized by it).
+    ClusterRole,
+    /// rbac.authorization.k8s.io/v1 ClusterRoleBinding (stored only).
+    ClusterRoleBinding,
+    /// rbac.authorization.k8s.io/v1 Role (stored only).
+    Role,
+    /// rbac.authorization.k8s.io/v1 RoleBinding (stored only).
+    RoleBinding,
+    /// policy/v1 PodDisruptionBudget (stored only: no disruption controller).
+    PodDisruptionBudget,
+}
+
+impl Builtin {
+    /// The stored-only kinds that, as in kube-apiserver, have a `status` subresource and a
+    /// `metadata.generation` bumped by spec changes (Deployment, PodDisruptionBudget), or a
+    /// `status` subresource only (Service).
+    fn status_and_generation(self) -> (bool, bool) {
+        match self {
+            Builtin::Namespace | Builtin::Crd => (true, false),
+            Builtin::Deployment | Builtin::PodDisruptionBudget => (true, true),
+            Builtin::Service => (true, false),
+            _ => (false, false),
+        }
+    }
 }
 
 /// What one served version of a custom resource carries from its CRD.
@@ -116,23 +146,27 @@ impl ResourceType {
     /// Whether the `status` subresource exists (the main endpoint then ignores status changes).
     pub fn status_subresource(&self) -> bool {
         match &self.flavor {
-            Flavor::Builtin(b) => matches!(b, Builtin::Namespace | Builtin::Crd),
+            Flavor::Builtin(b) => b.status_and_generation().0,
             Flavor::Custom(c) => c.status_subresource,
         }
     }
 
-    /// Whether objects carry `metadata.generation` (custom resources and CRDs).
+    /// Whether objects carry `metadata.generation` (custom resources, CRDs, Deployments and
+    /// PodDisruptionBudgets).
     pub fn has_generation(&self) -> bool {
-        matches!(
-            self.flavor,
-            Flavor::Custom(_) | Flavor::Builtin(Builtin::Crd)
-        )
+        match &self.flavor {
+            Flavor::Custom(_) | Flavor::Builtin(Builtin::Crd) => true,
+            Flavor::Builtin(b) => b.status_and_generation().1,
+        }
     }
 
     /// Whether PUT must carry `metadata.resourceVersion` (kube-apiserver refuses unconditional
     /// updates of custom resources and CRDs).
     pub fn requires_rv_on_update(&self) -> bool {
-        self.has_generation()
+        matches!(
+            self.flavor,
+            Flavor::Custom(_) | Flavor::Builtin(Builtin::Crd)
+        )
     }
 
     /// Whether DELETE answers with the deleted object (custom resources) rather than a
@@ -190,6 +224,12 @@ fn builtin(
         },
         flavor: Flavor::Builtin(b),
     }
+}
+
+/// `rt` listed in the categories `cats` (e.g. `all`, for `kubectl get all`).
+fn in_categories(mut rt: ResourceType, cats: &[&str]) -> ResourceType {
+    rt.categories = cats.iter().map(|c| c.to_string()).collect();
+    rt
 }
 
 /// Resource types plus the custom ones added by CRDs.
@@ -278,6 +318,92 @@ impl Registry {
                 &["crd", "crds"],
                 ("apiextensions.k8s.io", "customresourcedefinitions"),
                 Builtin::Crd,
+            ),
+            in_categories(
+                builtin(
+                    "apps",
+                    "v1",
+                    "deployments",
+                    "Deployment",
+                    true,
+                    &["deploy"],
+                    ("apps", "deployments"),
+                    Builtin::Deployment,
+                ),
+                &["all"],
+            ),
+            builtin(
+                "",
+                "v1",
+                "serviceaccounts",
+                "ServiceAccount",
+                true,
+                &["sa"],
+                ("", "serviceaccounts"),
+                Builtin::ServiceAccount,
+            ),
+            in_categories(
+                builtin(
+                    "",
+                    "v1",
+                    "services",
+                    "Service",
+                    true,
+                    &["svc"],
+                    ("", "services"),
+                    Builtin::Service,
+                ),
+                &["all"],
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterroles",
+                "ClusterRole",
+                false,
+                &[],
+                ("rbac.authorization.k8s.io", "clusterroles"),
+                Builtin::ClusterRole,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterrolebindings",
+                "ClusterRoleBinding",
+                false,
+                &[],
+                ("rbac.authorization.k8s.io", "clusterrolebindings"),
+                Builtin::ClusterRoleBinding,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "roles",
+                "Role",
+                true,
+                &[],
+                ("rbac.authorization.k8s.io", "roles"),
+                Builtin::Role,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "rolebindings",
+                "RoleBinding",
+                true,
+                &[],
+                ("rbac.authorization.k8s.io", "rolebindings"),
+                Builtin::RoleBinding,
+            ),
+            builtin(
+                "policy",
+                "v1",
+                "poddisruptionbudgets",
+                "PodDisruptionBudget",
+                true,
+                &["pdb"],
+                ("policy", "poddisruptionbudgets"),
+                Builtin::PodDisruptionBudget,
             ),
         ];
         Registry {

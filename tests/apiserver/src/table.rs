@@ -59,6 +59,77 @@ pub fn column_definitions(rt: &ResourceType) -> Vec<Value> {
             name_col(),
             col("Created At", "date", "", "The creation time"),
         ],
+        Some(Builtin::Deployment) => vec![
+            name_col(),
+            col("Ready", "string", "", "Number of the pod with ready state"),
+            col(
+                "Up-to-date",
+                "string",
+                "",
+                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+            ),
+            col(
+                "Available",
+                "string",
+                "",
+                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+            ),
+            age_col(),
+        ],
+        Some(Builtin::ServiceAccount) => vec![
+            name_col(),
+            col(
+                "Secrets",
+                "string",
+                "",
+                "Secrets is a list of the secrets in the same namespace that pods running using this ServiceAccount are allowed to use.",
+            ),
+            age_col(),
+        ],
+        Some(Builtin::Service) => vec![
+            name_col(),
+            col("Type", "string", "", "The type of the service"),
+            col("Cluster-IP", "string", "", "The cluster IP of the service"),
+            col(
+                "External-IP",
+                "string",
+                "",
+                "The external IPs of the service",
+            ),
+            col("Port(s)", "string", "", "The ports of the service"),
+            age_col(),
+        ],
+        Some(Builtin::ClusterRole) | Some(Builtin::Role) => vec![
+            name_col(),
+            col("Created At", "date", "", "The creation time"),
+        ],
+        Some(Builtin::ClusterRoleBinding) | Some(Builtin::RoleBinding) => vec![
+            name_col(),
+            col("Role", "string", "", "The role referenced by the binding"),
+            age_col(),
+        ],
+        Some(Builtin::PodDisruptionBudget) => vec![
+            name_col(),
+            col(
+                "Min Available",
+                "string",
+                "",
+                "The minimum number of pods that must be available",
+            ),
+            col(
+                "Max Unavailable",
+                "string",
+                "",
+                "The maximum number of pods that may be unavailable",
+            ),
+            col(
+                "Allowed Disruptions",
+                "integer",
+                "",
+                "Calculated number of pods that may be disrupted at this time",
+            ),
+            age_col(),
+        ],
         Some(Builtin::CoreEvent) | Some(Builtin::EventsEvent) => vec![
             col("Last Seen", "string", "", "Time since the last occurrence"),
             col("Type", "string", "", "Event type"),
@@ -196,6 +267,27 @@ fn cell_for(ty: &str, v: Option<Value>) -> Value {
     }
 }
 
+/// kubectl's PORT(S) cell: `80/TCP,443/TCP` (`<none>` without ports).
+fn service_ports(ports: &Value) -> String {
+    let list: Vec<String> = ports
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p["port"].as_i64().unwrap_or(0),
+                p["protocol"].as_str().unwrap_or("TCP")
+            )
+        })
+        .collect();
+    if list.is_empty() {
+        "<none>".into()
+    } else {
+        list.join(",")
+    }
+}
+
 fn count(v: &Value) -> usize {
     v.as_object().map(|m| m.len()).unwrap_or(0)
 }
@@ -219,6 +311,66 @@ pub fn cells(rt: &ResourceType, obj: &Value) -> Vec<Value> {
         ],
         Some(Builtin::Lease) => vec![name, obj["spec"]["holderIdentity"].clone(), age_of(created)],
         Some(Builtin::Crd) => vec![name, json!(created.unwrap_or_default())],
+        Some(Builtin::Deployment) => {
+            let n = |v: &Value| v.as_i64().unwrap_or(0);
+            let st = &obj["status"];
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    n(&st["readyReplicas"]),
+                    obj["spec"]["replicas"].as_i64().unwrap_or(1)
+                )),
+                json!(n(&st["updatedReplicas"]).to_string()),
+                json!(n(&st["availableReplicas"]).to_string()),
+                age_of(created),
+            ]
+        }
+        Some(Builtin::ServiceAccount) => vec![
+            name,
+            json!(
+                obj["secrets"]
+                    .as_array()
+                    .map(Vec::len)
+                    .unwrap_or(0)
+                    .to_string()
+            ),
+            age_of(created),
+        ],
+        Some(Builtin::Service) => vec![
+            name,
+            json!(obj["spec"]["type"].as_str().unwrap_or("ClusterIP")),
+            json!(obj["spec"]["clusterIP"].as_str().unwrap_or("<none>")),
+            json!("<none>"),
+            json!(service_ports(&obj["spec"]["ports"])),
+            age_of(created),
+        ],
+        Some(Builtin::ClusterRole) | Some(Builtin::Role) => {
+            vec![name, json!(created.unwrap_or_default())]
+        }
+        Some(Builtin::ClusterRoleBinding) | Some(Builtin::RoleBinding) => vec![
+            name,
+            json!(format!(
+                "{}/{}",
+                obj["roleRef"]["kind"].as_str().unwrap_or_default(),
+                obj["roleRef"]["name"].as_str().unwrap_or_default()
+            )),
+            age_of(created),
+        ],
+        Some(Builtin::PodDisruptionBudget) => {
+            let shown = |v: &Value| match v {
+                Value::Null => "N/A".to_string(),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            vec![
+                name,
+                json!(shown(&obj["spec"]["minAvailable"])),
+                json!(shown(&obj["spec"]["maxUnavailable"])),
+                json!(obj["status"]["disruptionsAllowed"].as_i64().unwrap_or(0)),
+                age_of(created),
+            ]
+        }
         Some(Builtin::CoreEvent) | Some(Builtin::EventsEvent) => {
             let regarding = if obj.get("regarding").is_some() {
                 &obj["regarding"]

@@ -156,7 +156,15 @@ pub(crate) fn create_object(
             m.remove("generation");
         }
     }
-    if rt.custom().is_some()
+    // The status of a new object is the server's to set (custom resources with the status
+    // subresource, and the stored-only built-ins Deployment, Service and PodDisruptionBudget,
+    // whose strategies reset it on create in kube-apiserver).
+    let server_status = rt.custom().is_some()
+        || matches!(
+            rt.builtin(),
+            Some(Builtin::Deployment | Builtin::Service | Builtin::PodDisruptionBudget)
+        );
+    if server_status
         && rt.status_subresource()
         && let Some(m) = obj.as_object_mut()
     {

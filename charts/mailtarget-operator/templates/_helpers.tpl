@@ -1,0 +1,147 @@
+{{/*
+Names and labels shared by every template.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "mailtarget-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name of the objects: fullnameOverride, else `<release>-<name>` (just `<release>` when
+the release name already contains the chart name). Truncated to 63 characters (DNS label).
+*/}}
+{{- define "mailtarget-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* `<chart>-<version>` for the helm.sh/chart label. */}}
+{{- define "mailtarget-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels that select the operator's pods (never change them between releases). */}}
+{{- define "mailtarget-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mailtarget-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "mailtarget-operator.labels" -}}
+helm.sh/chart: {{ include "mailtarget-operator.chart" . }}
+{{ include "mailtarget-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: mailtarget-operator
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount the operator runs as. */}}
+{{- define "mailtarget-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "mailtarget-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the API key. */}}
+{{- define "mailtarget-operator.credentialsSecret" -}}
+{{- default (printf "%s-credentials" (include "mailtarget-operator.fullname" .)) .Values.credentials.existingSecret }}
+{{- end }}
+
+{{/* "true" when the chart creates the credentials Secret. */}}
+{{- define "mailtarget-operator.createCredentials" -}}
+{{- if and (not .Values.credentials.existingSecret) .Values.credentials.apiKey }}true{{ end }}
+{{- end }}
+
+{{/* "true" when leader election is on: asked for, or needed by more than one replica. */}}
+{{- define "mailtarget-operator.leaderElect" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) }}true{{ end }}
+{{- end }}
+
+{{/* The leader election Lease name. */}}
+{{- define "mailtarget-operator.leaseName" -}}
+{{- default (include "mailtarget-operator.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{/* The operator image: repository@digest, or repository:tag (tag defaults to appVersion). */}}
+{{- define "mailtarget-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* METRICS_ADDR: `host:port`, with brackets around an IPv6 host. */}}
+{{- define "mailtarget-operator.metricsAddr" -}}
+{{- if contains ":" .Values.metrics.bindAddress }}
+{{- printf "[%s]:%d" .Values.metrics.bindAddress (int .Values.metrics.port) }}
+{{- else }}
+{{- printf "%s:%d" .Values.metrics.bindAddress (int .Values.metrics.port) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The namespaced rules the operator needs wherever it reconciles objects: in a ClusterRole when it
+watches every namespace, in a Role per watched namespace otherwise. Each rule says why; a test
+derives the operator's API calls and checks these rules allow each of them and nothing more.
+*/}}
+{{- define "mailtarget-operator.reconcileRules" -}}
+# The three controllers list and watch their kind (kube-rs Controller, one watch per kind; the
+# ApiKey controller also watches SubAccounts to requeue keys that reference them).
+- apiGroups: ["mailtarget.co"]
+  resources: ["subaccounts", "apikeys", "sendingdomains"]
+  verbs: ["list", "watch"]
+# The ApiKey reconciler reads the SubAccount named by spec.subAccountRef.
+- apiGroups: ["mailtarget.co"]
+  resources: ["subaccounts"]
+  verbs: ["get"]
+# The finalizer mailtarget.co/finalizer is added and removed with a JSON patch of the object.
+- apiGroups: ["mailtarget.co"]
+  resources: ["subaccounts", "apikeys", "sendingdomains"]
+  verbs: ["patch"]
+# Status (ids, DNS records, conditions) is written with server-side apply on the status
+# subresource.
+- apiGroups: ["mailtarget.co"]
+  resources: ["subaccounts/status", "apikeys/status", "sendingdomains/status"]
+  verbs: ["patch"]
+# The controllers watch the Secrets they write (label app.kubernetes.io/managed-by=
+# mailtarget-operator) to write a deleted or altered key again. RBAC cannot narrow a list or
+# watch by label; set watchNamespaces to confine this to one namespace.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["list", "watch"]
+# API key values and DKIM private keys are written to the Secrets named in the spec: read
+# first, then server-side apply, which kube-apiserver authorizes as create when the Secret does
+# not exist yet and as patch when it does.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch"]
+{{- if .Values.rbac.ownerReferencesPermissionEnforcement }}
+# Only for the OwnerReferencesPermissionEnforcement admission plugin (OpenShift): it lets a
+# client set ownerReferences on an object only when the client may delete that object. The
+# operator itself never deletes a Secret; garbage collection removes them with their owner.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["delete"]
+{{- end }}
+# Events about the objects (created, adopted, failed) are published with events.k8s.io/v1;
+# a repeated event is patched into a series.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
