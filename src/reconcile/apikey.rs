@@ -256,6 +256,34 @@ pub fn status_from_detail(d: &ApiKeyDetail) -> ApiKeyStatus {
     }
 }
 
+/// The list item the service would now list for `d` (to update a cached list after a write).
+pub fn list_item_from_detail(d: &ApiKeyDetail) -> ApiKeyListItem {
+    ApiKeyListItem {
+        id: d.id,
+        key: d.key.clone(),
+        name: d.name.clone(),
+        permission_type: d.permission_type.clone(),
+        sub_account_id: d.sub_account_id,
+        sub_account_name: d.sub_account_name.clone(),
+        created_at: d.created_at,
+    }
+}
+
+/// Status fields mirrored from a list item, keeping the fields a list item lacks from `old`.
+pub fn status_from_list_item(i: &ApiKeyListItem, old: &ApiKeyStatus) -> ApiKeyStatus {
+    ApiKeyStatus {
+        id: Some(i.id),
+        name: Some(i.name.clone()),
+        sub_account_id: Some(i.sub_account_id),
+        sub_account_name: Some(i.sub_account_name.clone()),
+        permission_type: Some(i.permission_type.clone()),
+        created_at: Some(i.created_at),
+        permissions: old.permissions.clone(),
+        allowed_ips: old.allowed_ips.clone(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,33 +350,5 @@ mod tests {
                 .unwrap_err()
                 .contains("cannot create keys inside a sub account")
         );
-    }
-}
-
-/// The list item the service would now list for `d` (to update a cached list after a write).
-pub fn list_item_from_detail(d: &ApiKeyDetail) -> ApiKeyListItem {
-    ApiKeyListItem {
-        id: d.id,
-        key: d.key.clone(),
-        name: d.name.clone(),
-        permission_type: d.permission_type.clone(),
-        sub_account_id: d.sub_account_id,
-        sub_account_name: d.sub_account_name.clone(),
-        created_at: d.created_at,
-    }
-}
-
-/// Status fields mirrored from a list item, keeping the fields a list item lacks from `old`.
-pub fn status_from_list_item(i: &ApiKeyListItem, old: &ApiKeyStatus) -> ApiKeyStatus {
-    ApiKeyStatus {
-        id: Some(i.id),
-        name: Some(i.name.clone()),
-        sub_account_id: Some(i.sub_account_id),
-        sub_account_name: Some(i.sub_account_name.clone()),
-        permission_type: Some(i.permission_type.clone()),
-        created_at: Some(i.created_at),
-        permissions: old.permissions.clone(),
-        allowed_ips: old.allowed_ips.clone(),
-        ..Default::default()
     }
 }

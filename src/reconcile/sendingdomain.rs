@@ -238,6 +238,30 @@ pub fn verify_backoff(attempts: u32, first: Duration, max: Duration) -> Duration
         .min(max)
 }
 
+/// The list item the service would now list for `d` (to update a cached list after a write):
+/// `status` is `verified` when all three flags are true, else the detail's first status.
+pub fn list_item_from_detail(d: &SendingDomainDetail) -> SendingDomainListItem {
+    let verified = d.spf_verified && d.dkim_verified && d.cname_verified;
+    SendingDomainListItem {
+        id: d.id,
+        domain: d.domain.clone(),
+        assignment: d.assignment.clone(),
+        created_at: d.created_at,
+        status: if verified {
+            "verified".into()
+        } else {
+            d.status
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "pending".into())
+        },
+        sub_account_id: d.sub_account_id,
+        sub_account_name: d.sub_account_name.clone(),
+        types: d.types.clone(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,29 +327,5 @@ mod tests {
         assert_eq!(verify_backoff(1, first, max), Duration::from_secs(10));
         assert_eq!(verify_backoff(10, first, max), max);
         assert_eq!(verify_backoff(u32::MAX, first, max), max);
-    }
-}
-
-/// The list item the service would now list for `d` (to update a cached list after a write):
-/// `status` is `verified` when all three flags are true, else the detail's first status.
-pub fn list_item_from_detail(d: &SendingDomainDetail) -> SendingDomainListItem {
-    let verified = d.spf_verified && d.dkim_verified && d.cname_verified;
-    SendingDomainListItem {
-        id: d.id,
-        domain: d.domain.clone(),
-        assignment: d.assignment.clone(),
-        created_at: d.created_at,
-        status: if verified {
-            "verified".into()
-        } else {
-            d.status
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "pending".into())
-        },
-        sub_account_id: d.sub_account_id,
-        sub_account_name: d.sub_account_name.clone(),
-        types: d.types.clone(),
-        ..Default::default()
     }
 }

@@ -219,6 +219,31 @@ pub fn status_from_detail(d: &SubAccountDetail) -> SubAccountStatus {
     }
 }
 
+/// The list item the service would now list for `d` (to update a cached list after a write).
+pub fn list_item_from_detail(d: &SubAccountDetail) -> SubAccountListItem {
+    SubAccountListItem {
+        id: d.id,
+        name: d.sub_account_name.clone(),
+        status: d.status.clone(),
+        created_at: d.created_at,
+    }
+}
+
+/// Status fields mirrored from a list item, keeping the fields a list item lacks from `old`.
+pub fn status_from_list_item(i: &SubAccountListItem, old: &SubAccountStatus) -> SubAccountStatus {
+    SubAccountStatus {
+        id: Some(i.id),
+        name: Some(i.name.clone()),
+        status: Some(i.status.clone()),
+        created_at: Some(i.created_at),
+        ip_pool_id: old.ip_pool_id,
+        ip_pool_name: old.ip_pool_name.clone(),
+        api_keys: old.api_keys.clone(),
+        domains: old.domains.clone(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,30 +327,5 @@ mod tests {
         assert_eq!(req.create_api_key, Some(true));
         assert_eq!(req.api_key_name.as_deref(), Some("team-a"));
         assert_eq!(req.allowed_ips.as_deref(), Some("10.0.0.1,10.0.0.2"));
-    }
-}
-
-/// The list item the service would now list for `d` (to update a cached list after a write).
-pub fn list_item_from_detail(d: &SubAccountDetail) -> SubAccountListItem {
-    SubAccountListItem {
-        id: d.id,
-        name: d.sub_account_name.clone(),
-        status: d.status.clone(),
-        created_at: d.created_at,
-    }
-}
-
-/// Status fields mirrored from a list item, keeping the fields a list item lacks from `old`.
-pub fn status_from_list_item(i: &SubAccountListItem, old: &SubAccountStatus) -> SubAccountStatus {
-    SubAccountStatus {
-        id: Some(i.id),
-        name: Some(i.name.clone()),
-        status: Some(i.status.clone()),
-        created_at: Some(i.created_at),
-        ip_pool_id: old.ip_pool_id,
-        ip_pool_name: old.ip_pool_name.clone(),
-        api_keys: old.api_keys.clone(),
-        domains: old.domains.clone(),
-        ..Default::default()
     }
 }

@@ -1,0 +1,14 @@
+//! Reliability of the operator under injected faults: the service failing and losing answers,
+//! the operator crashing and restarting, the Kubernetes API failing, changes made behind the
+//! operator's back, invalid manifests and hostile answers. Each test is bounded in time and
+//! checks the simulator's objects and request log: nothing duplicated, nothing lost.
+//!
+//! The promises these tests prove are listed in `docs/guarantees.md`.
+
+mod common;
+
+#[path = "reliability/harness.rs"]
+mod harness;
+
+#[path = "reliability/chaos.rs"]
+mod chaos;
