@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! mailtarget-operator: makes a Mailtarget email-delivery account declarative.
 //!
 //! The crate is organised by concern:

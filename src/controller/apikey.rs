@@ -1,130 +1,43 @@
 //! The ApiKey reconciler: converges an API key and writes its value to the Secret named in
 //! `spec.secretName`.
 
-use std::sync::Arc;
-
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 
-use super::common::{api_failure, is_paused, measured, spec_changed, warn_event};
+use super::common::spec_changed;
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
+use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError, SecretWrite};
-use super::status::{Outcome, patch_status, set_conditions};
+use super::status::Outcome;
 use crate::api::ApiKeyDetail;
-use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy, FINALIZER, SubAccount};
+use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy, SubAccount};
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action as Plan, Lookup, MatchedBy, apikey};
 
-const KIND: &str = "ApiKey";
 /// Key of the Secret's data that holds the key value.
 pub const SECRET_KEY: &str = "apiKey";
 
-/// Reconciles one ApiKey (entry point of the controller).
-///
-/// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
-pub async fn reconcile(obj: Arc<ApiKey>, ctx: Arc<Context>) -> Result<Action> {
-    measured(KIND, &ctx, async {
-        if is_paused(obj.as_ref()) {
-            return Ok(Action::await_change());
-        }
-        let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-        let api: Api<ApiKey> = Api::namespaced(ctx.kube.clone(), &ns);
-        finalizer(&api, FINALIZER, obj, |event| async {
-            match event {
-                Finalizer::Apply(o) => apply(&o, &ctx, &api).await,
-                Finalizer::Cleanup(o) => cleanup(&o, &ctx).await,
-            }
-        })
-        .await
-        .map_err(|e| Error::Finalizer(Box::new(e)))
-    })
-    .await
-}
+impl Managed for ApiKey {
+    type Status = ApiKeyStatus;
+    const KIND: &'static str = "ApiKey";
 
-struct Reconciled {
-    outcome: Outcome,
-    status: ApiKeyStatus,
-    requeue: Option<Action>,
-}
-
-async fn apply(obj: &ApiKey, ctx: &Context, api: &Api<ApiKey>) -> Result<Action> {
-    let name = obj.name_any();
-    let old = obj.status.clone().unwrap_or_default();
-    if old.conditions.is_empty() {
-        let mut first = old.clone();
-        set_conditions(
-            &mut first.conditions,
-            &Outcome::Progressing {
-                reason: "Reconciling",
-                message: "first reconcile".into(),
-            },
-            obj.metadata.generation,
-        );
-        patch_status(api, &name, &first).await?;
+    fn current_status(&self) -> ApiKeyStatus {
+        self.status.clone().unwrap_or_default()
     }
-    let result = converge(obj, ctx, &old).await;
-    let (reconciled, error) = match result {
-        Ok(r) => (r, None),
-        Err(failure) => {
-            let (outcome, status, error) = *failure;
-            (
-                Reconciled {
-                    outcome,
-                    status,
-                    requeue: None,
-                },
-                error,
-            )
-        }
-    };
-    let mut status = reconciled.status;
-    status.conditions = old.conditions.clone();
-    status.observed_generation = obj.metadata.generation;
-    set_conditions(
-        &mut status.conditions,
-        &reconciled.outcome,
-        obj.metadata.generation,
-    );
-    if !reconciled.outcome.is_ready() && status.conditions != old.conditions {
-        warn_event(ctx, obj, &reconciled.outcome).await;
+
+    async fn converge(&self, ctx: &Context, old: &ApiKeyStatus) -> ConvergeResult<ApiKeyStatus> {
+        converge(self, ctx, old).await
     }
-    patch_status(api, &name, &status).await?;
-    let key = object_key(obj);
-    ctx.metrics
-        .set_ready(KIND, key.clone(), Some(reconciled.outcome.is_ready()));
-    if let Some(e) = error {
-        return Err(e);
+
+    async fn cleanup(&self, ctx: &Context) -> Result<Action> {
+        cleanup(self, ctx).await
     }
-    ctx.reset_failures(&key);
-    Ok(reconciled
-        .requeue
-        .unwrap_or_else(|| match reconciled.outcome {
-            Outcome::Stalled { .. } => Action::await_change(),
-            _ => Action::requeue(ctx.resync_delay()),
-        }))
 }
 
-type Failure = Box<(Outcome, ApiKeyStatus, Option<Error>)>;
-
-fn failed(e: crate::api::ApiError, doing: &str, status: &ApiKeyStatus) -> Failure {
-    let outcome = api_failure(&e, doing);
-    let retry = e.is_retryable().then_some(Error::Api(e));
-    Box::new((outcome, status.clone(), retry))
-}
-
-fn stalled(reason: &'static str, message: String, status: &ApiKeyStatus) -> Failure {
-    Box::new((Outcome::Stalled { reason, message }, status.clone(), None))
-}
-
-async fn converge(
-    obj: &ApiKey,
-    ctx: &Context,
-    old: &ApiKeyStatus,
-) -> std::result::Result<Reconciled, Failure> {
+async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeResult<ApiKeyStatus> {
     let desired = match apikey::desired(obj) {
         Ok(d) => d,
         Err(problems) => {
@@ -133,7 +46,7 @@ async fn converge(
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Err(stalled("InvalidSpec", message, old));
+            return Err(Failure::stalled("InvalidSpec", message, old));
         }
     };
     // Dereference spec.subAccountRef.
@@ -142,20 +55,14 @@ async fn converge(
         Some(sub) => {
             let subs: Api<SubAccount> =
                 Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
-            let found = subs.get_opt(sub).await.map_err(|e| {
-                Box::new((
-                    Outcome::Progressing {
-                        reason: "ReferenceNotReady",
-                        message: e.to_string(),
-                    },
-                    old.clone(),
-                    Some(Error::Kube(e)),
-                ))
-            })?;
+            let found = subs
+                .get_opt(sub)
+                .await
+                .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?;
             match found.and_then(|s| s.status.and_then(|st| st.id)) {
                 Some(id) => Some(id),
                 None => {
-                    return Ok(Reconciled {
+                    return Ok(Converged {
                         outcome: Outcome::Progressing {
                             reason: "ReferenceNotReady",
                             message: format!(
@@ -173,16 +80,16 @@ async fn converge(
         .cache
         .fresh_api_keys()
         .await
-        .map_err(|e| failed(e, "listing API keys", old))?;
+        .map_err(|e| Failure::api(e, "listing API keys", old))?;
     let lookup = keys.read(|items| match apikey::lookup(&desired, old.id, scope, items) {
         Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
         Lookup::Missing => Ok(None),
-        Lookup::Ambiguous(ids) => Err(stalled(
+        Lookup::Ambiguous(ids) => Err(Failure::stalled(
             "AmbiguousMatch",
             format!("{} API keys are named \"{}\" (ids {:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name, ids),
             old,
         )),
-        Lookup::ExternalIdNotFound(id) => Err(stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names API key {id}, which does not exist"), old)),
+        Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names API key {id}, which does not exist"), old)),
     })?;
     let observe_only = !obj.spec.management_policy.may_write();
 
@@ -196,7 +103,7 @@ async fn converge(
             ctx.api
                 .get_api_key(item.id)
                 .await
-                .map_err(|e| failed(e, "reading the API key", old))?,
+                .map_err(|e| Failure::api(e, "reading the API key", old))?,
         );
     }
     let observed = match (&lookup, &detail) {
@@ -206,7 +113,7 @@ async fn converge(
     };
     let plan = match apikey::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o))) {
         Ok(p) => p,
-        Err(message) => return Err(stalled("CannotCreate", message, old)),
+        Err(message) => return Err(Failure::stalled("CannotCreate", message, old)),
     };
 
     if observe_only {
@@ -240,7 +147,7 @@ async fn converge(
                 }
             })
             .await
-            .map_err(|e| failed(e, "creating the API key", old))?;
+            .map_err(|e| Failure::api(e, "creating the API key", old))?;
             ctx.cache
                 .api_keys
                 .upsert(apikey::list_item_from_detail(&created));
@@ -267,7 +174,7 @@ async fn converge(
                         .api
                         .update_api_key(id, &request)
                         .await
-                        .map_err(|e| failed(e, "updating the new API key", old))?;
+                        .map_err(|e| Failure::api(e, "updating the new API key", old))?;
                     ctx.cache.api_keys.upsert(apikey::list_item_from_detail(&d));
                     d
                 }
@@ -283,7 +190,7 @@ async fn converge(
                 .api
                 .update_api_key(*id, request)
                 .await
-                .map_err(|e| failed(e, "updating the API key", old))?;
+                .map_err(|e| Failure::api(e, "updating the API key", old))?;
             ctx.cache.api_keys.upsert(apikey::list_item_from_detail(&d));
             let fields: Vec<&str> = changes.iter().map(|c| c.field).collect();
             ctx.event(
@@ -343,22 +250,15 @@ async fn converge(
             }
             Ok(_) => {}
             Err(SecretError::Kube(e)) => {
-                return Err(Box::new((
-                    Outcome::Progressing {
-                        reason: "SecretWriteFailed",
-                        message: e.to_string(),
-                    },
-                    status,
-                    Some(Error::Kube(e)),
-                )));
+                return Err(Failure::kube("SecretWriteFailed", e, &status));
             }
             Err(e @ SecretError::OwnedByOther { .. }) => {
-                return Err(stalled("SecretConflict", e.to_string(), &status));
+                return Err(Failure::stalled("SecretConflict", e.to_string(), &status));
             }
         }
     }
     status.observed_generation = obj.metadata.generation;
-    Ok(Reconciled {
+    Ok(Converged {
         outcome: Outcome::Ready {
             reason: "Available",
             message: format!(
@@ -379,9 +279,9 @@ async fn observe(
     item: Option<&crate::api::ApiKeyListItem>,
     detail: Option<&ApiKeyDetail>,
     old: &ApiKeyStatus,
-) -> Reconciled {
+) -> Converged<ApiKeyStatus> {
     let Some(item) = item else {
-        return Reconciled {
+        return Converged {
             outcome: Outcome::Progressing {
                 reason: "ExternalObjectMissing",
                 message:
@@ -420,15 +320,10 @@ async fn observe(
             message: "the API key matches the spec (ObserveOnly)".into(),
         }
     };
-    Reconciled {
-        outcome,
-        status,
-        requeue: None,
-    }
+    Converged::new(outcome, status)
 }
 
 async fn cleanup(obj: &ApiKey, ctx: &Context) -> Result<Action> {
-    ctx.metrics.set_ready(KIND, object_key(obj), None);
     let id = obj.status.as_ref().and_then(|s| s.id);
     if obj.spec.deletion_policy != DeletionPolicy::Delete || !obj.spec.management_policy.may_write()
     {

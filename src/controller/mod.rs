@@ -7,6 +7,7 @@ pub mod common;
 pub mod context;
 pub mod error;
 pub mod leader;
+pub mod managed;
 pub mod metrics;
 pub mod secrets;
 pub mod sendingdomain;
@@ -188,7 +189,7 @@ impl Operator {
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
             .run(
-                subaccount::reconcile,
+                managed::reconcile::<SubAccount>,
                 common::error_policy,
                 self.ctx.clone(),
             )
@@ -220,7 +221,11 @@ impl Operator {
             )
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
-            .run(apikey::reconcile, common::error_policy, self.ctx.clone())
+            .run(
+                managed::reconcile::<ApiKey>,
+                common::error_policy,
+                self.ctx.clone(),
+            )
             .for_each(|_| async {});
 
         let domains = Controller::new(self.api::<SendingDomain>(), self.watcher_config())
@@ -228,7 +233,7 @@ impl Operator {
             .with_config(config)
             .graceful_shutdown_on(stop())
             .run(
-                sendingdomain::reconcile,
+                managed::reconcile::<SendingDomain>,
                 common::error_policy,
                 self.ctx.clone(),
             )

@@ -2,114 +2,25 @@
 //! calls `verify-txt` with backoff until SPF, DKIM and the tracking CNAME are verified, and
 //! writes the DKIM private key to a Secret when asked.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use kube::ResourceExt;
-use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 
-use super::common::{api_failure, is_paused, measured, spec_changed, warn_event};
-use super::context::{Context, object_key};
+use super::common::spec_changed;
+use super::context::Context;
 use super::error::{Error, Result};
+use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError};
-use super::status::{Outcome, patch_status, set_conditions};
+use super::status::Outcome;
 use crate::api::SendingDomainDetail;
 use crate::crd::conditions::now_rfc3339;
-use crate::crd::{DeletionPolicy, FINALIZER, SendingDomain, SendingDomainStatus};
+use crate::crd::{DeletionPolicy, SendingDomain, SendingDomainStatus};
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action as Plan, Lookup, MatchedBy, sendingdomain};
 
-const KIND: &str = "SendingDomain";
 /// Key of the Secret's data that holds the DKIM private key (PEM).
 pub const DKIM_SECRET_KEY: &str = "dkimPrivateKey";
-
-/// Reconciles one SendingDomain (entry point of the controller).
-///
-/// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
-pub async fn reconcile(obj: Arc<SendingDomain>, ctx: Arc<Context>) -> Result<Action> {
-    measured(KIND, &ctx, async {
-        if is_paused(obj.as_ref()) {
-            return Ok(Action::await_change());
-        }
-        let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-        let api: Api<SendingDomain> = Api::namespaced(ctx.kube.clone(), &ns);
-        finalizer(&api, FINALIZER, obj, |event| async {
-            match event {
-                Finalizer::Apply(o) => apply(&o, &ctx, &api).await,
-                Finalizer::Cleanup(o) => cleanup(&o, &ctx).await,
-            }
-        })
-        .await
-        .map_err(|e| Error::Finalizer(Box::new(e)))
-    })
-    .await
-}
-
-type Failure = Box<(Outcome, SendingDomainStatus, Option<Error>)>;
-
-fn failed(e: crate::api::ApiError, doing: &str, status: &SendingDomainStatus) -> Failure {
-    let outcome = api_failure(&e, doing);
-    let retry = e.is_retryable().then_some(Error::Api(e));
-    Box::new((outcome, status.clone(), retry))
-}
-
-fn stalled(reason: &'static str, message: String, status: &SendingDomainStatus) -> Failure {
-    Box::new((Outcome::Stalled { reason, message }, status.clone(), None))
-}
-
-async fn apply(obj: &SendingDomain, ctx: &Context, api: &Api<SendingDomain>) -> Result<Action> {
-    let name = obj.name_any();
-    let old = obj.status.clone().unwrap_or_default();
-    if old.conditions.is_empty() {
-        let mut first = old.clone();
-        set_conditions(
-            &mut first.conditions,
-            &Outcome::Progressing {
-                reason: "Reconciling",
-                message: "first reconcile".into(),
-            },
-            obj.metadata.generation,
-        );
-        patch_status(api, &name, &first).await?;
-    }
-    let (outcome, mut status, error, requeue) = match converge(obj, ctx, &old).await {
-        Ok((outcome, status, requeue)) => (outcome, status, None, requeue),
-        Err(failure) => {
-            let (outcome, status, error) = *failure;
-            (outcome, status, error, None)
-        }
-    };
-    status.conditions = old.conditions.clone();
-    status.observed_generation = obj.metadata.generation;
-    set_conditions(&mut status.conditions, &outcome, obj.metadata.generation);
-    if !outcome.is_ready()
-        && status.conditions != old.conditions
-        && !matches!(
-            outcome,
-            Outcome::Progressing {
-                reason: "VerifyingDns",
-                ..
-            }
-        )
-    {
-        warn_event(ctx, obj, &outcome).await;
-    }
-    patch_status(api, &name, &status).await?;
-    let key = object_key(obj);
-    ctx.metrics
-        .set_ready(KIND, key.clone(), Some(outcome.is_ready()));
-    if let Some(e) = error {
-        return Err(e);
-    }
-    ctx.reset_failures(&key);
-    Ok(requeue.unwrap_or_else(|| match outcome {
-        Outcome::Stalled { .. } => Action::await_change(),
-        _ => Action::requeue(ctx.resync_delay()),
-    }))
-}
 
 /// Time left until the next `verify-txt` call is due: `verify_backoff(attempts)` after the last
 /// call (or the creation); zero when due now or never called.
@@ -130,15 +41,46 @@ fn until_next_verify(status: &SendingDomainStatus, first: Duration, max: Duratio
         .unwrap_or(Duration::ZERO)
 }
 
+impl Managed for SendingDomain {
+    type Status = SendingDomainStatus;
+    const KIND: &'static str = "SendingDomain";
+
+    fn current_status(&self) -> SendingDomainStatus {
+        self.status.clone().unwrap_or_default()
+    }
+
+    async fn converge(
+        &self,
+        ctx: &Context,
+        old: &SendingDomainStatus,
+    ) -> ConvergeResult<SendingDomainStatus> {
+        converge(self, ctx, old).await
+    }
+
+    async fn cleanup(&self, ctx: &Context) -> Result<Action> {
+        cleanup(self, ctx).await
+    }
+
+    fn is_routine(outcome: &Outcome) -> bool {
+        matches!(
+            outcome,
+            Outcome::Progressing {
+                reason: "VerifyingDns",
+                ..
+            }
+        )
+    }
+}
+
 async fn converge(
     obj: &SendingDomain,
     ctx: &Context,
     old: &SendingDomainStatus,
-) -> std::result::Result<(Outcome, SendingDomainStatus, Option<Action>), Failure> {
+) -> ConvergeResult<SendingDomainStatus> {
     let desired = match sendingdomain::desired(obj) {
         Ok(d) => d,
         Err(problems) => {
-            return Err(stalled(
+            return Err(Failure::stalled(
                 "InvalidSpec",
                 problems
                     .iter()
@@ -153,12 +95,12 @@ async fn converge(
         .cache
         .fresh_sending_domains()
         .await
-        .map_err(|e| failed(e, "listing sending domains", old))?;
+        .map_err(|e| Failure::api(e, "listing sending domains", old))?;
     let lookup = list.read(|items| match sendingdomain::lookup(&desired, old.id, items) {
         Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
         Lookup::Missing => Ok(None),
-        Lookup::Ambiguous(ids) => Err(stalled("AmbiguousMatch", format!("{} sending domains are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.domain), old)),
-        Lookup::ExternalIdNotFound(id) => Err(stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sending domain {id}, which does not exist"), old)),
+        Lookup::Ambiguous(ids) => Err(Failure::stalled("AmbiguousMatch", format!("{} sending domains are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.domain), old)),
+        Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sending domain {id}, which does not exist"), old)),
     })?;
     let observed = lookup
         .as_ref()
@@ -170,7 +112,7 @@ async fn converge(
 
     match (&plan.action, may_write) {
         (Plan::Create(_), false) => {
-            return Ok((Outcome::Progressing { reason: "ExternalObjectMissing", message: "managementPolicy is ObserveOnly and no sending domain matches; nothing is created".into() }, old.clone(), None));
+            return Ok(Converged { outcome: Outcome::Progressing { reason: "ExternalObjectMissing", message: "managementPolicy is ObserveOnly and no sending domain matches; nothing is created".into() }, status: old.clone(), requeue: None });
         }
         (Plan::Create(req), true) => {
             let client = &ctx.api;
@@ -189,7 +131,7 @@ async fn converge(
                 }
             })
             .await
-            .map_err(|e| failed(e, "creating the sending domain", old))?;
+            .map_err(|e| Failure::api(e, "creating the sending domain", old))?;
             ctx.cache
                 .sending_domains
                 .upsert(sendingdomain::list_item_from_detail(&created));
@@ -242,7 +184,7 @@ async fn converge(
             .api
             .share_sending_domain(id)
             .await
-            .map_err(|e| failed(e, "sharing the sending domain", &status))?;
+            .map_err(|e| Failure::api(e, "sharing the sending domain", &status))?;
         ctx.cache
             .sending_domains
             .upsert(sendingdomain::list_item_from_detail(&d));
@@ -277,7 +219,7 @@ async fn converge(
                 .api
                 .verify_txt(id)
                 .await
-                .map_err(|e| failed(e, "verify-txt", &status))?;
+                .map_err(|e| Failure::api(e, "verify-txt", &status))?;
             let attempts = status.verify_attempts.unwrap_or(0).saturating_add(1);
             status.verify_attempts = Some(attempts);
             status.last_verify_time = Some(now_rfc3339());
@@ -315,7 +257,7 @@ async fn converge(
             .api
             .get_sending_domain(id)
             .await
-            .map_err(|e| failed(e, "reading the sending domain", &status))?;
+            .map_err(|e| Failure::api(e, "reading the sending domain", &status))?;
         verified = d.is_verified();
         detail = Some(d);
     }
@@ -345,16 +287,7 @@ async fn converge(
     if let Some(secret_name) = &desired.dkim_private_key_secret_name {
         let intact = secrets::is_intact(&ctx.kube, obj, secret_name, DKIM_SECRET_KEY)
             .await
-            .map_err(|e| {
-                Box::new((
-                    Outcome::Progressing {
-                        reason: "SecretWriteFailed",
-                        message: e.to_string(),
-                    },
-                    status.clone(),
-                    Some(Error::Kube(e)),
-                ))
-            })?;
+            .map_err(|e| Failure::kube("SecretWriteFailed", e, &status))?;
         if !intact || detail.is_some() {
             let d = match detail.take() {
                 Some(d) => d,
@@ -362,7 +295,7 @@ async fn converge(
                     .api
                     .get_sending_domain(id)
                     .await
-                    .map_err(|e| failed(e, "reading the sending domain", &status))?,
+                    .map_err(|e| Failure::api(e, "reading the sending domain", &status))?,
             };
             match secrets::ensure(
                 &ctx.kube,
@@ -385,17 +318,10 @@ async fn converge(
                 }
                 Ok(_) => {}
                 Err(SecretError::Kube(e)) => {
-                    return Err(Box::new((
-                        Outcome::Progressing {
-                            reason: "SecretWriteFailed",
-                            message: e.to_string(),
-                        },
-                        status,
-                        Some(Error::Kube(e)),
-                    )));
+                    return Err(Failure::kube("SecretWriteFailed", e, &status));
                 }
                 Err(e @ SecretError::OwnedByOther { .. }) => {
-                    return Err(stalled("SecretConflict", e.to_string(), &status));
+                    return Err(Failure::stalled("SecretConflict", e.to_string(), &status));
                 }
             }
         }
@@ -426,11 +352,14 @@ async fn converge(
             message: format!("{waiting}{mode}.{notes}"),
         }
     };
-    Ok((outcome, status, requeue))
+    Ok(Converged {
+        outcome,
+        status,
+        requeue,
+    })
 }
 
 async fn cleanup(obj: &SendingDomain, ctx: &Context) -> Result<Action> {
-    ctx.metrics.set_ready(KIND, object_key(obj), None);
     let id = obj.status.as_ref().and_then(|s| s.id);
     if obj.spec.deletion_policy != DeletionPolicy::Delete || !obj.spec.management_policy.may_write()
     {

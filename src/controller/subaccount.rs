@@ -1,111 +1,50 @@
 //! The SubAccount reconciler: converges a sub account, writes its first key to a Secret, and on
 //! deletion deactivates or orphans it (the interface has no DELETE for sub accounts).
 
-use std::sync::Arc;
-
-use kube::ResourceExt;
-use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 
-use super::common::{api_failure, is_paused, measured, spec_changed, warn_event};
-use super::context::{Context, object_key};
+use super::common::spec_changed;
+use super::context::Context;
 use super::error::{Error, Result};
+use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError};
-use super::status::{Outcome, patch_status, set_conditions};
+use super::status::Outcome;
 use crate::api::SubAccountDetail;
-use crate::crd::{FINALIZER, SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
+use crate::crd::{SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action as Plan, Lookup, MatchedBy, subaccount};
 
-const KIND: &str = "SubAccount";
+impl Managed for SubAccount {
+    type Status = SubAccountStatus;
+    const KIND: &'static str = "SubAccount";
 
-/// Reconciles one SubAccount (entry point of the controller).
-///
-/// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
-pub async fn reconcile(obj: Arc<SubAccount>, ctx: Arc<Context>) -> Result<Action> {
-    measured(KIND, &ctx, async {
-        if is_paused(obj.as_ref()) {
-            return Ok(Action::await_change());
-        }
-        let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-        let api: Api<SubAccount> = Api::namespaced(ctx.kube.clone(), &ns);
-        finalizer(&api, FINALIZER, obj, |event| async {
-            match event {
-                Finalizer::Apply(o) => apply(&o, &ctx, &api).await,
-                Finalizer::Cleanup(o) => cleanup(&o, &ctx).await,
-            }
-        })
-        .await
-        .map_err(|e| Error::Finalizer(Box::new(e)))
-    })
-    .await
-}
-
-type Failure = Box<(Outcome, SubAccountStatus, Option<Error>)>;
-
-fn failed(e: crate::api::ApiError, doing: &str, status: &SubAccountStatus) -> Failure {
-    let outcome = api_failure(&e, doing);
-    let retry = e.is_retryable().then_some(Error::Api(e));
-    Box::new((outcome, status.clone(), retry))
-}
-
-fn stalled(reason: &'static str, message: String, status: &SubAccountStatus) -> Failure {
-    Box::new((Outcome::Stalled { reason, message }, status.clone(), None))
-}
-
-async fn apply(obj: &SubAccount, ctx: &Context, api: &Api<SubAccount>) -> Result<Action> {
-    let name = obj.name_any();
-    let old = obj.status.clone().unwrap_or_default();
-    if old.conditions.is_empty() {
-        let mut first = old.clone();
-        set_conditions(
-            &mut first.conditions,
-            &Outcome::Progressing {
-                reason: "Reconciling",
-                message: "first reconcile".into(),
-            },
-            obj.metadata.generation,
-        );
-        patch_status(api, &name, &first).await?;
+    fn current_status(&self) -> SubAccountStatus {
+        self.status.clone().unwrap_or_default()
     }
-    let (outcome, mut status, error, requeue) = match converge(obj, ctx, &old).await {
-        Ok((outcome, status, requeue)) => (outcome, status, None, requeue),
-        Err(failure) => {
-            let (outcome, status, error) = *failure;
-            (outcome, status, error, None)
-        }
-    };
-    status.conditions = old.conditions.clone();
-    status.observed_generation = obj.metadata.generation;
-    set_conditions(&mut status.conditions, &outcome, obj.metadata.generation);
-    if !outcome.is_ready() && status.conditions != old.conditions {
-        warn_event(ctx, obj, &outcome).await;
+
+    async fn converge(
+        &self,
+        ctx: &Context,
+        old: &SubAccountStatus,
+    ) -> ConvergeResult<SubAccountStatus> {
+        converge(self, ctx, old).await
     }
-    patch_status(api, &name, &status).await?;
-    let key = object_key(obj);
-    ctx.metrics
-        .set_ready(KIND, key.clone(), Some(outcome.is_ready()));
-    if let Some(e) = error {
-        return Err(e);
+
+    async fn cleanup(&self, ctx: &Context) -> Result<Action> {
+        cleanup(self, ctx).await
     }
-    ctx.reset_failures(&key);
-    Ok(requeue.unwrap_or_else(|| match outcome {
-        Outcome::Stalled { .. } => Action::await_change(),
-        _ => Action::requeue(ctx.resync_delay()),
-    }))
 }
 
 async fn converge(
     obj: &SubAccount,
     ctx: &Context,
     old: &SubAccountStatus,
-) -> std::result::Result<(Outcome, SubAccountStatus, Option<Action>), Failure> {
+) -> ConvergeResult<SubAccountStatus> {
     let desired = match subaccount::desired(obj) {
         Ok(d) => d,
         Err(problems) => {
-            return Err(stalled(
+            return Err(Failure::stalled(
                 "InvalidSpec",
                 problems
                     .iter()
@@ -120,12 +59,12 @@ async fn converge(
         .cache
         .fresh_sub_accounts()
         .await
-        .map_err(|e| failed(e, "listing sub accounts", old))?;
+        .map_err(|e| Failure::api(e, "listing sub accounts", old))?;
     let lookup = list.read(|items| match subaccount::lookup(&desired, old.id, items) {
         Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
         Lookup::Missing => Ok(None),
-        Lookup::Ambiguous(ids) => Err(stalled("AmbiguousMatch", format!("{} sub accounts are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name), old)),
-        Lookup::ExternalIdNotFound(id) => Err(stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sub account {id}, which does not exist"), old)),
+        Lookup::Ambiguous(ids) => Err(Failure::stalled("AmbiguousMatch", format!("{} sub accounts are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name), old)),
+        Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sub account {id}, which does not exist"), old)),
     })?;
     let mut detail: Option<SubAccountDetail> = None;
     if let Some((item, _)) = &lookup
@@ -135,7 +74,7 @@ async fn converge(
             ctx.api
                 .get_sub_account(item.id)
                 .await
-                .map_err(|e| failed(e, "reading the sub account", old))?,
+                .map_err(|e| Failure::api(e, "reading the sub account", old))?,
         );
     }
     let observed = match (&lookup, &detail) {
@@ -147,7 +86,7 @@ async fn converge(
 
     if !obj.spec.management_policy.may_write() {
         let Some((item, _)) = &lookup else {
-            return Ok((Outcome::Progressing { reason: "ExternalObjectMissing", message: "managementPolicy is ObserveOnly and no sub account matches; nothing is created".into() }, old.clone(), None));
+            return Ok(Converged { outcome: Outcome::Progressing { reason: "ExternalObjectMissing", message: "managementPolicy is ObserveOnly and no sub account matches; nothing is created".into() }, status: old.clone(), requeue: None });
         };
         let status = detail.as_ref().map_or_else(
             || subaccount::status_from_list_item(item, old),
@@ -172,7 +111,11 @@ async fn converge(
                 message: "the sub account matches the spec (ObserveOnly)".into(),
             }
         };
-        return Ok((outcome, status, None));
+        return Ok(Converged {
+            outcome,
+            status,
+            requeue: None,
+        });
     }
 
     match &plan.action {
@@ -188,7 +131,7 @@ async fn converge(
                 }
             })
             .await
-            .map_err(|e| failed(e, "creating the sub account", old))?;
+            .map_err(|e| Failure::api(e, "creating the sub account", old))?;
             ctx.cache
                 .sub_accounts
                 .upsert(subaccount::list_item_from_detail(&created));
@@ -217,7 +160,7 @@ async fn converge(
                 .api
                 .update_sub_account(*id, request)
                 .await
-                .map_err(|e| failed(e, "updating the sub account", old))?;
+                .map_err(|e| Failure::api(e, "updating the sub account", old))?;
             ctx.cache
                 .sub_accounts
                 .upsert(subaccount::list_item_from_detail(&d));
@@ -263,7 +206,7 @@ async fn converge(
             .cache
             .fresh_api_keys()
             .await
-            .map_err(|e| failed(e, "listing API keys", &status))?;
+            .map_err(|e| Failure::api(e, "listing API keys", &status))?;
         let value = keys.read(|items| {
             items
                 .iter()
@@ -282,22 +225,15 @@ async fn converge(
             {
                 Ok(_) => {}
                 Err(SecretError::Kube(e)) => {
-                    return Err(Box::new((
-                        Outcome::Progressing {
-                            reason: "SecretWriteFailed",
-                            message: e.to_string(),
-                        },
-                        status,
-                        Some(Error::Kube(e)),
-                    )));
+                    return Err(Failure::kube("SecretWriteFailed", e, &status));
                 }
                 Err(e @ SecretError::OwnedByOther { .. }) => {
-                    return Err(stalled("SecretConflict", e.to_string(), &status));
+                    return Err(Failure::stalled("SecretConflict", e.to_string(), &status));
                 }
             },
             None => {
-                return Ok((
-                    Outcome::Ready {
+                return Ok(Converged {
+                    outcome: Outcome::Ready {
                         reason: "Available",
                         message: format!(
                             "sub account {id} is in sync; it has no key named \"{key_name}\" to write to Secret \"{}\" (spec.apiKey applies at creation only)",
@@ -305,24 +241,23 @@ async fn converge(
                         ),
                     },
                     status,
-                    None,
-                ));
+                    requeue: None,
+                });
             }
         }
     }
     let message = format!("sub account {} is in sync", status.id.unwrap_or_default());
-    Ok((
-        Outcome::Ready {
+    Ok(Converged {
+        outcome: Outcome::Ready {
             reason: "Available",
             message,
         },
         status,
-        None,
-    ))
+        requeue: None,
+    })
 }
 
 async fn cleanup(obj: &SubAccount, ctx: &Context) -> Result<Action> {
-    ctx.metrics.set_ready(KIND, object_key(obj), None);
     let id = obj.status.as_ref().and_then(|s| s.id);
     if obj.spec.deletion_policy != SubAccountDeletionPolicy::Deactivate
         || !obj.spec.management_policy.may_write()

@@ -1,0 +1,219 @@
+//! The part of reconciling that is the same for every kind: pause, finalizer, first status,
+//! conditions, status write, metrics and requeue. Each kind implements [`Managed`] with its own
+//! `converge` (create/adopt/update, Secrets) and `cleanup` (its deletion policy).
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::common::{api_failure, is_paused, measured, warn_event};
+use super::context::{Context, object_key};
+use super::error::{Error, Result};
+use super::status::{Outcome, patch_status, set_conditions};
+use crate::api::ApiError;
+use crate::crd::{ApiKeyStatus, Condition, FINALIZER, SendingDomainStatus, SubAccountStatus};
+
+/// A status with conditions and `observedGeneration` (Kubernetes API conventions).
+pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
+    /// `status.conditions`.
+    fn conditions(&self) -> &Vec<Condition>;
+    /// `status.conditions`, for writing.
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+    /// Sets `status.observedGeneration`.
+    fn set_observed_generation(&mut self, generation: Option<i64>);
+}
+
+macro_rules! managed_status {
+    ($($t:ty),*) => {$(
+        impl ManagedStatus for $t {
+            fn conditions(&self) -> &Vec<Condition> {
+                &self.conditions
+            }
+            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+                &mut self.conditions
+            }
+            fn set_observed_generation(&mut self, generation: Option<i64>) {
+                self.observed_generation = generation;
+            }
+        }
+    )*};
+}
+managed_status!(SubAccountStatus, ApiKeyStatus, SendingDomainStatus);
+
+/// What one converge step decided: the outcome for the conditions, the status to write, and
+/// when to look again (`None`: the default for the outcome).
+#[derive(Debug)]
+pub struct Converged<S> {
+    /// Outcome, turned into `Ready`/`Reconciling`/`Stalled`.
+    pub outcome: Outcome,
+    /// Status fields to write (conditions and observedGeneration are filled in afterwards).
+    pub status: S,
+    /// Requeue override.
+    pub requeue: Option<Action>,
+}
+
+impl<S> Converged<S> {
+    /// A converge step that ends with `outcome` and the default requeue.
+    pub fn new(outcome: Outcome, status: S) -> Self {
+        Converged {
+            outcome,
+            status,
+            requeue: None,
+        }
+    }
+}
+
+/// A failed converge step: its outcome and status, and the error to hand to the controller's
+/// error policy when the failure is retryable.
+#[derive(Debug)]
+pub struct Failure<S> {
+    outcome: Outcome,
+    status: S,
+    error: Option<Error>,
+}
+
+impl<S: Clone> Failure<S> {
+    /// A failed API call while `doing` something: retryable ones back off, 400/401 stall.
+    pub fn api(e: ApiError, doing: &str, status: &S) -> Box<Self> {
+        let outcome = api_failure(&e, doing);
+        let error = e.is_retryable().then_some(Error::Api(e));
+        Box::new(Failure {
+            outcome,
+            status: status.clone(),
+            error,
+        })
+    }
+
+    /// A failed Kubernetes call: retried with backoff.
+    pub fn kube(reason: &'static str, e: kube::Error, status: &S) -> Box<Self> {
+        let outcome = Outcome::Progressing {
+            reason,
+            message: e.to_string(),
+        };
+        Box::new(Failure {
+            outcome,
+            status: status.clone(),
+            error: Some(Error::Kube(e)),
+        })
+    }
+
+    /// Progress needs the user: `Stalled=True` with `message` saying what to fix.
+    pub fn stalled(reason: &'static str, message: String, status: &S) -> Box<Self> {
+        Box::new(Failure {
+            outcome: Outcome::Stalled { reason, message },
+            status: status.clone(),
+            error: None,
+        })
+    }
+}
+
+/// The result of [`Managed::converge`].
+pub type ConvergeResult<S> = std::result::Result<Converged<S>, Box<Failure<S>>>;
+
+/// A custom resource the operator manages.
+pub trait Managed:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The status type.
+    type Status: ManagedStatus + Debug;
+    /// Kind name used in metrics and logs.
+    const KIND: &'static str;
+
+    /// The current status, or an empty one.
+    fn current_status(&self) -> Self::Status;
+
+    /// Brings the API object in line with the spec (or reports why not).
+    fn converge(
+        &self,
+        ctx: &Context,
+        old: &Self::Status,
+    ) -> impl Future<Output = ConvergeResult<Self::Status>> + Send;
+
+    /// Runs the deletion policy when the resource is deleted.
+    ///
+    /// Errors: API failures other than "already gone".
+    fn cleanup(&self, ctx: &Context) -> impl Future<Output = Result<Action>> + Send;
+
+    /// True for outcomes that are routine and deserve no Warning event (e.g. waiting for DNS).
+    fn is_routine(_outcome: &Outcome) -> bool {
+        false
+    }
+}
+
+/// Reconciles one object of kind `K` (the function each controller runs).
+///
+/// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
+pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    measured(K::KIND, &ctx, async {
+        if is_paused(obj.as_ref()) {
+            return Ok(Action::await_change());
+        }
+        let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+        let api: Api<K> = Api::namespaced(ctx.kube.clone(), &ns);
+        finalizer(&api, FINALIZER, obj, |event| async {
+            match event {
+                Finalizer::Apply(o) => apply(o.as_ref(), &ctx, &api).await,
+                Finalizer::Cleanup(o) => {
+                    ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
+                    o.cleanup(&ctx).await
+                }
+            }
+        })
+        .await
+        .map_err(|e| Error::Finalizer(Box::new(e)))
+    })
+    .await
+}
+
+async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {
+    let name = obj.name_any();
+    let generation = obj.meta().generation;
+    let old = obj.current_status();
+    if old.conditions().is_empty() {
+        // Flux and Argo CD must never see a new object as done: Ready=False comes first.
+        let mut first = old.clone();
+        let outcome = Outcome::Progressing {
+            reason: "Reconciling",
+            message: "first reconcile".into(),
+        };
+        set_conditions(first.conditions_mut(), &outcome, generation);
+        patch_status(api, &name, &first).await?;
+    }
+    let (outcome, mut status, error, requeue) = match obj.converge(ctx, &old).await {
+        Ok(c) => (c.outcome, c.status, None, c.requeue),
+        Err(f) => (f.outcome, f.status, f.error, None),
+    };
+    *status.conditions_mut() = old.conditions().clone();
+    status.set_observed_generation(generation);
+    set_conditions(status.conditions_mut(), &outcome, generation);
+    if !outcome.is_ready() && !K::is_routine(&outcome) && status.conditions() != old.conditions() {
+        warn_event(ctx, obj, &outcome).await;
+    }
+    patch_status(api, &name, &status).await?;
+    let key = object_key(obj);
+    ctx.metrics
+        .set_ready(K::KIND, key.clone(), Some(outcome.is_ready()));
+    if let Some(e) = error {
+        return Err(e);
+    }
+    ctx.reset_failures(&key);
+    Ok(requeue.unwrap_or_else(|| match outcome {
+        Outcome::Stalled { .. } => Action::await_change(),
+        _ => Action::requeue(ctx.resync_delay()),
+    }))
+}
