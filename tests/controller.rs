@@ -432,3 +432,110 @@ async fn domain_pending_to_verified() {
     assert!(!serde_json::to_string(&status).unwrap().contains(&pem));
     env.stop().await;
 }
+
+/// `mailtarget.co/paused: "true"` stops reconciliation: nothing is written until it is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_objects_are_left_alone() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    create(
+        &keys,
+        &CI_KEY.replace(
+            "metadata: {name: ci}",
+            "metadata:\n  name: ci\n  annotations: {mailtarget.co/paused: \"true\"}",
+        ),
+    )
+    .await;
+    // A second, unpaused object proves the controller is running meanwhile.
+    create(
+        &keys,
+        &CI_KEY
+            .replace("name: ci", "name: other")
+            .replace("secretName: ci-key", "secretName: other-key"),
+    )
+    .await;
+    wait_for(&keys, "other", "Ready", key_ready).await;
+    let paused = keys.get("ci").await.unwrap();
+    assert!(
+        paused.status.is_none() && paused.finalizers().is_empty(),
+        "{paused:?}"
+    );
+    assert_eq!(env.sim.snapshot().api_keys.len(), 1);
+    keys.patch(
+        "ci",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"mailtarget.co/paused": null}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&keys, "ci", "Ready after unpausing", key_ready).await;
+    assert_eq!(env.sim.snapshot().api_keys.len(), 2);
+    env.stop().await;
+}
+
+/// A 400 from the API (an unknown permission id) sets `Stalled=True` with the API's message and
+/// a Warning event, and is not retried until the spec changes; fixing the spec recovers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_rejection_stalls_until_the_spec_changes() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, &CI_KEY.replace("[1, 2]", "[1, 99]")).await;
+    let k = wait_for(&keys, "ci", "Stalled", |k: &ApiKey| {
+        k.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Stalled"
+                    && format!("{:?}", c.status) == "True"
+                    && c.observed_generation == k.metadata.generation
+            })
+        })
+    })
+    .await;
+    let stalled = k
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Stalled")
+        .unwrap();
+    assert_eq!(stalled.reason, "ApiRejected");
+    assert!(
+        stalled.message.contains("99"),
+        "the API's message is shown: {}",
+        stalled.message
+    );
+    let posts = || {
+        env.sim
+            .request_log()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .count()
+    };
+    assert_eq!(posts(), 1, "a rejected create is not retried");
+    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
+    let list = events.list(&Default::default()).await.unwrap();
+    assert!(
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ApiRejected")
+                && e.type_.as_deref() == Some("Warning")),
+        "{:?}",
+        list.items
+    );
+    keys.patch(
+        "ci",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"permissionIds": [1, 2]}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&keys, "ci", "Ready after the fix", key_ready).await;
+    assert_eq!(posts(), 2);
+    let list = events.list(&Default::default()).await.unwrap();
+    assert!(
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Created")),
+        "a Created event is published"
+    );
+    env.stop().await;
+}

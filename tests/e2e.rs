@@ -233,3 +233,193 @@ async fn examples_with_kubectl_and_the_binary() {
     drop(operator);
     cluster.cleanup().await;
 }
+
+/// A free local port (bound, then released for the operator to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `mailtarget-operator run --leader-elect` as replica `identity`.
+fn start_replica(cluster: &TestCluster, url: &str, identity: &str, port: u16) -> Process {
+    Process(
+        Command::new(BIN)
+            .args([
+                "run",
+                "--namespace",
+                cluster.namespace(),
+                "--metrics-addr",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .args([
+                "--leader-elect",
+                "--leader-election-namespace",
+                cluster.namespace(),
+                "--leader-election-lease-duration",
+                "3s",
+            ])
+            .env("KUBECONFIG", cluster.kubeconfig_path())
+            .env("POD_NAME", identity)
+            .env("MAILTARGET_API_KEY", KEY)
+            .env("MAILTARGET_API_URL", url)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("replica starts"),
+    )
+}
+
+/// GETs `path` on a local port; `None` while nothing answers.
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let resp = reqwest::get(format!("http://127.0.0.1:{port}{path}"))
+        .await
+        .ok()?;
+    let status = resp.status().as_u16();
+    Some((status, resp.text().await.unwrap_or_default()))
+}
+
+/// Waits (bounded) until `path` on `port` answers 200.
+async fn wait_http_ok(port: u16, path: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some((200, body)) = http_get(port, path).await {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{path} on port {port} never answered 200"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn reconciles(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("mailtarget_reconciles_total{"))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum::<f64>() as u64
+}
+
+fn key_manifest(name: &str) -> String {
+    format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: {name}}}\nspec: {{secretName: {name}-key}}\n"
+    )
+}
+
+/// Two replicas with leader election: only the leader reconciles, serves metrics and health,
+/// the standby takes over when the leader dies, and SIGTERM stops a replica cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_metrics_and_graceful_shutdown() {
+    if !TestCluster::require_kubectl("leader_election_metrics_and_graceful_shutdown") {
+        return;
+    }
+    let cluster = TestCluster::start().await.expect("cluster");
+    let (_sim, url) = start_simulator();
+    ok(
+        cluster.kubectl(["apply", "-f", &format!("{ROOT}/crds/")]),
+        "apply crds",
+    );
+    let (port_a, port_b) = (free_port(), free_port());
+    let leader = start_replica(&cluster, &url, "replica-a", port_a);
+    wait_http_ok(port_a, "/healthz").await;
+    wait_http_ok(port_a, "/readyz").await;
+    ok(
+        cluster.kubectl_with_input(["apply", "-f", "-"], key_manifest("first").as_bytes()),
+        "apply first",
+    );
+    ok(
+        cluster.kubectl([
+            "wait",
+            "--for=condition=Ready",
+            "apikey/first",
+            "--timeout=30s",
+        ]),
+        "first Ready",
+    );
+
+    let mut standby = start_replica(&cluster, &url, "replica-b", port_b);
+    wait_http_ok(port_b, "/readyz").await;
+    ok(
+        cluster.kubectl_with_input(["apply", "-f", "-"], key_manifest("second").as_bytes()),
+        "apply second",
+    );
+    ok(
+        cluster.kubectl([
+            "wait",
+            "--for=condition=Ready",
+            "apikey/second",
+            "--timeout=30s",
+        ]),
+        "second Ready",
+    );
+    let metrics_a = wait_http_ok(port_a, "/metrics").await;
+    assert!(
+        reconciles(&metrics_a) > 0,
+        "the leader reconciles:\n{metrics_a}"
+    );
+    assert!(
+        metrics_a
+            .contains("mailtarget_api_requests_total{endpoint=\"POST /api-key\",code=\"201\"}"),
+        "{metrics_a}"
+    );
+    assert_eq!(
+        reconciles(&wait_http_ok(port_b, "/metrics").await),
+        0,
+        "the standby does not reconcile"
+    );
+
+    drop(leader); // SIGKILL: the Lease is not released, the standby waits for it to expire.
+    ok(
+        cluster.kubectl_with_input(["apply", "-f", "-"], key_manifest("third").as_bytes()),
+        "apply third",
+    );
+    ok(
+        cluster.kubectl([
+            "wait",
+            "--for=condition=Ready",
+            "apikey/third",
+            "--timeout=40s",
+        ]),
+        "third Ready after failover",
+    );
+    assert!(
+        reconciles(&wait_http_ok(port_b, "/metrics").await) > 0,
+        "the standby took over"
+    );
+
+    let pid = standby.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = standby.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit within 20 s of SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "clean exit on SIGTERM: {status:?}");
+    let keys = client(&url)
+        .list_all_api_keys(&ListApiKeysQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        keys.len(),
+        3,
+        "each key created exactly once across replicas"
+    );
+    cluster.cleanup().await;
+}

@@ -52,6 +52,7 @@ pub struct Context {
     /// Settings.
     pub settings: Settings,
     failures: Mutex<HashMap<String, u32>>,
+    stalled: Mutex<HashMap<String, Option<i64>>>,
 }
 
 impl Context {
@@ -73,6 +74,7 @@ impl Context {
             recorder,
             settings,
             failures: Mutex::default(),
+            stalled: Mutex::default(),
         }
     }
 
@@ -99,6 +101,30 @@ impl Context {
             .unwrap_or(self.settings.max_error_backoff);
         base.min(self.settings.max_error_backoff)
             .mul_f64(1.0 + rand::random::<f64>() * 0.2)
+    }
+
+    /// Remembers that `key` stalled at `generation` (a 400/401 from the API or an invalid spec):
+    /// it is not reconciled again until its generation changes or the operator restarts
+    /// (which is how new credentials arrive).
+    pub fn mark_stalled(&self, key: &str, generation: Option<i64>) {
+        if let Ok(mut m) = self.stalled.lock() {
+            m.insert(key.to_string(), generation);
+        }
+    }
+
+    /// True when `key` stalled at this same `generation`.
+    pub fn is_stalled(&self, key: &str, generation: Option<i64>) -> bool {
+        self.stalled
+            .lock()
+            .map(|m| m.get(key) == Some(&generation))
+            .unwrap_or(false)
+    }
+
+    /// Forgets that `key` stalled.
+    pub fn clear_stalled(&self, key: &str) {
+        if let Ok(mut m) = self.stalled.lock() {
+            m.remove(key);
+        }
     }
 
     /// Forgets the failures of `key` after a success.

@@ -23,7 +23,8 @@ impl Leadership {
 }
 
 /// Waits until this replica holds Lease `name` in `namespace`, or until `stop` resolves
-/// (then `None`).
+/// (then `None`). The holder renews the Lease a third of `duration` before it runs out; another
+/// replica takes over at most `duration` (at least 3 s) after the holder stops renewing.
 ///
 /// Errors: the Lease cannot be created or read.
 pub async fn acquire(
@@ -31,11 +32,15 @@ pub async fn acquire(
     namespace: &str,
     name: &str,
     identity: &str,
+    duration: std::time::Duration,
     stop: impl Future<Output = ()>,
 ) -> Result<Option<Leadership>, CliError> {
+    let seconds = duration.as_secs().max(3);
     let manager = LeaseManagerBuilder::new(client, name)
         .with_namespace(namespace)
         .with_identity(identity)
+        .with_duration(seconds)
+        .with_grace((seconds / 3).max(1))
         .build()
         .await
         .map_err(|e| CliError::Config(format!("leader election: {e}")))?;

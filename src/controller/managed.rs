@@ -183,6 +183,12 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
 async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {
     let name = obj.name_any();
     let generation = obj.meta().generation;
+    let key = object_key(obj);
+    if ctx.is_stalled(&key, generation) {
+        // Stalled at this generation: only a spec change (or new credentials, i.e. a restart)
+        // can help, so status updates and Secret events do not trigger new API calls.
+        return Ok(Action::await_change());
+    }
     let old = obj.current_status();
     if old.conditions().is_empty() {
         // Flux and Argo CD must never see a new object as done: Ready=False comes first.
@@ -205,7 +211,10 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         warn_event(ctx, obj, &outcome).await;
     }
     patch_status(api, &name, &status).await?;
-    let key = object_key(obj);
+    match outcome {
+        Outcome::Stalled { .. } => ctx.mark_stalled(&key, generation),
+        _ => ctx.clear_stalled(&key),
+    }
     ctx.metrics
         .set_ready(K::KIND, key.clone(), Some(outcome.is_ready()));
     if let Some(e) = error {

@@ -84,6 +84,10 @@ pub struct RunArgs {
         default_value = "mailtarget-operator"
     )]
     pub leader_election_lease: String,
+    /// How long a Lease stays held without renewal; another replica takes over at most this
+    /// long after the leader stops.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub leader_election_lease_duration: Duration,
     /// This replica's identity in the Lease and in Events (default: the pod name or host name).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
@@ -339,6 +343,7 @@ pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
             &namespace,
             &args.leader_election_lease,
             &identity,
+            args.leader_election_lease_duration,
             stopped(),
         )
         .await?;
