@@ -106,9 +106,11 @@ derives the operator's API calls and checks these rules allow each of them and n
 - apiGroups: ["mailtarget.co"]
   resources: ["subaccounts", "apikeys", "sendingdomains"]
   verbs: ["list", "watch"]
-# The ApiKey reconciler reads the SubAccount named by spec.subAccountRef.
+# Each reconcile reads its object afresh before writing status (the watch cache can lag behind
+# the operator's own last status write); the ApiKey reconciler also reads the SubAccount named
+# by spec.subAccountRef.
 - apiGroups: ["mailtarget.co"]
-  resources: ["subaccounts"]
+  resources: ["subaccounts", "apikeys", "sendingdomains"]
   verbs: ["get"]
 # The finalizer mailtarget.co/finalizer is added and removed with a JSON patch of the object.
 - apiGroups: ["mailtarget.co"]

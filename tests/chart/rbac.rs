@@ -1,0 +1,583 @@
+//! The Kubernetes API calls the operator makes, as a table, and the check that the chart's RBAC
+//! allows each of them, where it should, and nothing more.
+//!
+//! The table is cross-checked against the code: the custom resource plurals and group come from
+//! `mailtarget_operator::crd::generate::all_crds()`, and `calls.rs` runs the operator against the
+//! test API server and checks every request it makes is in the table.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::helm::{RenderOptions, Rendered, all_options, defaults, render_ok, require_helm};
+
+/// Where a call is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// In the namespaces the operator watches (all of them, or the one of `watchNamespaces`).
+    Watched,
+    /// In the operator's own namespace, on the leader election Lease only (`named`: the call
+    /// addresses the Lease by name, so RBAC can restrict it with resourceNames).
+    Lease { named: bool },
+}
+
+/// One kind of request the operator sends.
+#[derive(Clone, Copy, Debug)]
+pub struct Call {
+    /// API group (`""` for core).
+    pub group: &'static str,
+    /// Resource, with `/subresource` when one is addressed.
+    pub resource: &'static str,
+    /// RBAC verb the request is authorized as.
+    pub verb: &'static str,
+    /// Where.
+    pub scope: Scope,
+    /// Why the operator makes it (and where in the code).
+    pub why: &'static str,
+}
+
+const fn call(
+    group: &'static str,
+    resource: &'static str,
+    verb: &'static str,
+    scope: Scope,
+    why: &'static str,
+) -> Call {
+    Call {
+        group,
+        resource,
+        verb,
+        scope,
+        why,
+    }
+}
+
+const W: Scope = Scope::Watched;
+const MT: &str = "mailtarget.co";
+
+/// Every request the operator makes to the Kubernetes API.
+pub const CALLS: &[Call] = &[
+    call(
+        MT,
+        "subaccounts",
+        "list",
+        W,
+        "controller::Operator::run: Controller/watcher of SubAccount (and the ApiKey controller's watches())",
+    ),
+    call(
+        MT,
+        "subaccounts",
+        "watch",
+        W,
+        "controller::Operator::run: Controller/watcher of SubAccount",
+    ),
+    call(
+        MT,
+        "apikeys",
+        "list",
+        W,
+        "controller::Operator::run: Controller/watcher of ApiKey",
+    ),
+    call(
+        MT,
+        "apikeys",
+        "watch",
+        W,
+        "controller::Operator::run: Controller/watcher of ApiKey",
+    ),
+    call(
+        MT,
+        "sendingdomains",
+        "list",
+        W,
+        "controller::Operator::run: Controller/watcher of SendingDomain",
+    ),
+    call(
+        MT,
+        "sendingdomains",
+        "watch",
+        W,
+        "controller::Operator::run: Controller/watcher of SendingDomain",
+    ),
+    call(
+        MT,
+        "subaccounts",
+        "get",
+        W,
+        "controller::managed::apply reads the object afresh; controller::apikey reads the SubAccount of spec.subAccountRef",
+    ),
+    call(
+        MT,
+        "apikeys",
+        "get",
+        W,
+        "controller::managed::apply reads the object afresh before writing status",
+    ),
+    call(
+        MT,
+        "sendingdomains",
+        "get",
+        W,
+        "controller::managed::apply reads the object afresh before writing status",
+    ),
+    call(
+        MT,
+        "subaccounts",
+        "patch",
+        W,
+        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch)",
+    ),
+    call(
+        MT,
+        "apikeys",
+        "patch",
+        W,
+        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch)",
+    ),
+    call(
+        MT,
+        "sendingdomains",
+        "patch",
+        W,
+        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch)",
+    ),
+    call(
+        MT,
+        "subaccounts/status",
+        "patch",
+        W,
+        "controller::status::patch_status: server-side apply of status",
+    ),
+    call(
+        MT,
+        "apikeys/status",
+        "patch",
+        W,
+        "controller::status::patch_status: server-side apply of status",
+    ),
+    call(
+        MT,
+        "sendingdomains/status",
+        "patch",
+        W,
+        "controller::status::patch_status: server-side apply of status",
+    ),
+    call(
+        "",
+        "secrets",
+        "list",
+        W,
+        "Controller::owns(Secret) with label app.kubernetes.io/managed-by=mailtarget-operator",
+    ),
+    call(
+        "",
+        "secrets",
+        "watch",
+        W,
+        "Controller::owns(Secret) with label app.kubernetes.io/managed-by=mailtarget-operator",
+    ),
+    call(
+        "",
+        "secrets",
+        "get",
+        W,
+        "controller::secrets::{is_intact, ensure}: reads the Secret before writing",
+    ),
+    call(
+        "",
+        "secrets",
+        "create",
+        W,
+        "controller::secrets::ensure: server-side apply of a missing Secret is authorized as create",
+    ),
+    call(
+        "",
+        "secrets",
+        "patch",
+        W,
+        "controller::secrets::ensure: server-side apply of the key value / DKIM private key",
+    ),
+    call(
+        "events.k8s.io",
+        "events",
+        "create",
+        W,
+        "kube::runtime::events::Recorder::publish: a new Event",
+    ),
+    call(
+        "events.k8s.io",
+        "events",
+        "patch",
+        W,
+        "kube::runtime::events::Recorder::publish: a repeated Event becomes a series (merge patch)",
+    ),
+    call(
+        "coordination.k8s.io",
+        "leases",
+        "get",
+        Scope::Lease { named: true },
+        "kube-lease-manager: reads the Lease",
+    ),
+    call(
+        "coordination.k8s.io",
+        "leases",
+        "create",
+        Scope::Lease { named: false },
+        "kube-lease-manager: creates the Lease when missing",
+    ),
+    call(
+        "coordination.k8s.io",
+        "leases",
+        "patch",
+        Scope::Lease { named: true },
+        "kube-lease-manager: takes and renews the Lease (server-side apply)",
+    ),
+];
+
+/// Granted only with `rbac.ownerReferencesPermissionEnforcement` (not a call the operator
+/// makes: an admission plugin demands it to set ownerReferences).
+pub const OWNER_REFERENCES_DELETE: Call = call(
+    "",
+    "secrets",
+    "delete",
+    W,
+    "OwnerReferencesPermissionEnforcement admission plugin: ownerReferences need delete",
+);
+
+/// One permission a rendered binding gives the operator's ServiceAccount.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    /// `None`: every namespace (ClusterRoleBinding); else the RoleBinding's namespace.
+    pub namespace: Option<String>,
+    /// API group.
+    pub group: String,
+    /// Resource (with subresource).
+    pub resource: String,
+    /// Verb.
+    pub verb: String,
+    /// resourceNames of the rule (empty: any name).
+    pub names: Vec<String>,
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Every rule of every Role and ClusterRole in the render is free of wildcards and
+/// nonResourceURLs.
+fn assert_no_wildcards(r: &Rendered, what: &str) {
+    for role in r
+        .of_kind("Role")
+        .into_iter()
+        .chain(r.of_kind("ClusterRole"))
+    {
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            for field in ["apiGroups", "resources", "verbs", "resourceNames"] {
+                for s in strings(&rule[field]) {
+                    assert!(
+                        !s.contains('*'),
+                        "{what}: {} {} has a wildcard in {field}: {rule}",
+                        role["kind"],
+                        role["metadata"]["name"]
+                    );
+                }
+            }
+            assert!(rule.get("nonResourceURLs").is_none(), "{what}: {rule}");
+            assert!(!strings(&rule["verbs"]).is_empty(), "{what}: {rule}");
+        }
+    }
+}
+
+/// What the bindings of the render give ServiceAccount `sa` in `sa_namespace`.
+pub fn grants(r: &Rendered, sa: &str, sa_namespace: &str) -> Vec<Grant> {
+    let mut out = Vec::new();
+    let bindings = r
+        .of_kind("ClusterRoleBinding")
+        .into_iter()
+        .chain(r.of_kind("RoleBinding"));
+    for b in bindings {
+        let binds_sa = b["subjects"].as_array().into_iter().flatten().any(|s| {
+            s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == sa_namespace
+        });
+        if !binds_sa {
+            continue;
+        }
+        let namespace = match b["kind"].as_str() {
+            Some("RoleBinding") => Some(
+                b["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+            _ => None,
+        };
+        let role_kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
+        let role_name = &b["roleRef"]["name"];
+        let role = r.objects.iter().find(|o| {
+            o["kind"] == role_kind
+                && &o["metadata"]["name"] == role_name
+                && (role_kind == "ClusterRole"
+                    || o["metadata"]["namespace"].as_str() == namespace.as_deref())
+        });
+        let Some(role) = role else {
+            panic!(
+                "binding {} refers to a missing {role_kind} {role_name}",
+                b["metadata"]["name"]
+            );
+        };
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            for group in strings(&rule["apiGroups"]) {
+                for resource in strings(&rule["resources"]) {
+                    for verb in strings(&rule["verbs"]) {
+                        out.push(Grant {
+                            namespace: namespace.clone(),
+                            group: group.clone(),
+                            resource: resource.clone(),
+                            verb,
+                            names: strings(&rule["resourceNames"]),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The layout a render is expected to have.
+struct Layout<'a> {
+    sa: &'a str,
+    release_namespace: &'a str,
+    /// `None`: cluster-wide; else the one watched namespace.
+    watched: Option<&'a str>,
+    /// The leader election Lease, when leader election is on.
+    lease: Option<&'a str>,
+    owner_references_delete: bool,
+}
+
+fn expected_calls(l: &Layout) -> Vec<Call> {
+    let mut calls: Vec<Call> = CALLS
+        .iter()
+        .copied()
+        .filter(|c| l.lease.is_some() || !matches!(c.scope, Scope::Lease { .. }))
+        .collect();
+    if l.owner_references_delete {
+        calls.push(OWNER_REFERENCES_DELETE);
+    }
+    calls
+}
+
+fn allows(g: &Grant, c: &Call, namespace: Option<&str>, name: Option<&str>) -> bool {
+    g.group == c.group
+        && g.resource == c.resource
+        && g.verb == c.verb
+        && (g.namespace.is_none() || g.namespace.as_deref() == namespace)
+        && (g.names.is_empty() || name.is_some_and(|n| g.names.iter().any(|x| x == n)))
+}
+
+fn check_layout(r: &Rendered, l: &Layout, what: &str) {
+    assert_no_wildcards(r, what);
+    let grants = grants(r, l.sa, l.release_namespace);
+    assert!(!grants.is_empty(), "{what}: nothing is granted to {}", l.sa);
+    let calls = expected_calls(l);
+    // Every call is allowed where it is made.
+    for c in &calls {
+        let (namespace, name) = match c.scope {
+            Scope::Watched => (l.watched, None),
+            Scope::Lease { named } => (
+                Some(l.release_namespace),
+                if named { l.lease } else { None },
+            ),
+        };
+        assert!(
+            grants.iter().any(|g| allows(g, c, namespace, name)),
+            "{what}: the operator's {} {}/{} in {namespace:?} ({}) is not allowed; grants: {grants:#?}",
+            c.verb,
+            c.group,
+            c.resource,
+            c.why
+        );
+    }
+    // Nothing broader: each grant is a call of the table, in the call's scope only.
+    for g in &grants {
+        let matching: Vec<&Call> = calls
+            .iter()
+            .filter(|c| c.group == g.group && c.resource == g.resource && c.verb == g.verb)
+            .collect();
+        assert!(
+            !matching.is_empty(),
+            "{what}: {g:?} grants something the operator never does"
+        );
+        for c in matching {
+            match c.scope {
+                Scope::Watched => {
+                    assert_eq!(
+                        g.namespace.as_deref(),
+                        l.watched,
+                        "{what}: {g:?} is granted outside the watched namespaces"
+                    );
+                    assert!(g.names.is_empty(), "{what}: {g:?}");
+                }
+                Scope::Lease { named } => {
+                    assert_eq!(
+                        g.namespace.as_deref(),
+                        Some(l.release_namespace),
+                        "{what}: {g:?} outside the release namespace"
+                    );
+                    if named {
+                        assert_eq!(
+                            g.names,
+                            vec![l.lease.unwrap_or_default().to_string()],
+                            "{what}: {g:?} should be restricted to the Lease"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The table names the CRDs' real plurals and group, with their status subresources.
+#[test]
+fn table_matches_the_crds() {
+    use mailtarget_operator::crd::generate::all_crds;
+    let crds = all_crds();
+    assert_eq!(crds.len(), 3);
+    let table: BTreeSet<(&str, &str)> = CALLS
+        .iter()
+        .filter(|c| c.group == MT)
+        .map(|c| (c.resource, c.verb))
+        .collect();
+    let mut resources = BTreeSet::new();
+    for crd in &crds {
+        assert_eq!(crd.spec.group, MT);
+        let plural = crd.spec.names.plural.as_str();
+        resources.insert(plural.to_string());
+        for verb in ["get", "list", "watch", "patch"] {
+            assert!(
+                table.contains(&(plural, verb)),
+                "the table lacks {verb} {plural}"
+            );
+        }
+        let has_status = crd
+            .spec
+            .versions
+            .iter()
+            .any(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+        assert!(has_status, "{plural} has a status subresource");
+        let status = format!("{plural}/status");
+        resources.insert(status.clone());
+        assert!(
+            table.contains(&(status.as_str(), "patch")),
+            "the table lacks patch {status}"
+        );
+    }
+    for (resource, _) in &table {
+        assert!(
+            resources.contains(*resource),
+            "the table names {resource}, which no CRD serves"
+        );
+    }
+    for c in CALLS {
+        assert!(!c.why.is_empty());
+        assert!(
+            [
+                "get", "list", "watch", "create", "patch", "update", "delete"
+            ]
+            .contains(&c.verb),
+            "{c:?}"
+        );
+    }
+}
+
+/// Every Role and ClusterRole rule carries a comment saying why, in the templates.
+#[test]
+fn every_rule_has_a_comment() {
+    let dir = super::helm::chart_dir().join("templates");
+    for file in ["_helpers.tpl", "rbac.yaml"] {
+        let text =
+            std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim_start().starts_with("- apiGroups:") {
+                let previous = lines[..i]
+                    .iter()
+                    .rev()
+                    .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with("{{"));
+                assert!(
+                    previous.is_some_and(|p| p.trim_start().starts_with('#')),
+                    "{file}:{}: rule without a comment saying why",
+                    i + 1
+                );
+            }
+        }
+    }
+}
+
+/// Default values: a ClusterRole for the reconcile calls, a Role for the Lease, and nothing
+/// more than the table.
+#[test]
+fn default_rbac_allows_exactly_the_operator_calls() {
+    if !require_helm("default_rbac_allows_exactly_the_operator_calls") {
+        return;
+    }
+    check_layout(
+        defaults(),
+        &Layout {
+            sa: "mailtarget-operator",
+            release_namespace: "mailtarget-system",
+            watched: None,
+            lease: Some("mailtarget-operator"),
+            owner_references_delete: false,
+        },
+        "defaults",
+    );
+}
+
+/// watchNamespaces: Roles in the watched namespace only (no cluster-wide grant at all), plus
+/// the OwnerReferencesPermissionEnforcement extra when asked for.
+#[test]
+fn namespaced_rbac_allows_exactly_the_operator_calls() {
+    if !require_helm("namespaced_rbac_allows_exactly_the_operator_calls") {
+        return;
+    }
+    let all = all_options();
+    assert!(all.of_kind("ClusterRole").is_empty() && all.of_kind("ClusterRoleBinding").is_empty());
+    check_layout(
+        all,
+        &Layout {
+            sa: "mailtarget-operator-shard-a",
+            release_namespace: "mailtarget-system",
+            watched: Some("team-a"),
+            lease: Some("mailtarget-shard-a"),
+            owner_references_delete: true,
+        },
+        "all options",
+    );
+}
+
+/// Without leader election there is no Lease permission at all.
+#[test]
+fn no_lease_permission_without_leader_election() {
+    if !require_helm("no_lease_permission_without_leader_election") {
+        return;
+    }
+    let r = render_ok(&RenderOptions::default().set("leaderElection", json!({"enabled": false})));
+    check_layout(
+        &r,
+        &Layout {
+            sa: "mailtarget-operator",
+            release_namespace: "mailtarget-system",
+            watched: None,
+            lease: None,
+            owner_references_delete: false,
+        },
+        "no leader election",
+    );
+}
