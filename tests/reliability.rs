@@ -12,3 +12,18 @@ mod harness;
 
 #[path = "reliability/chaos.rs"]
 mod chaos;
+
+#[path = "reliability/restarts.rs"]
+mod restarts;
+
+#[path = "reliability/kube_faults.rs"]
+mod kube_faults;
+
+#[path = "reliability/drift.rs"]
+mod drift;
+
+#[path = "reliability/bad_manifests.rs"]
+mod bad_manifests;
+
+#[path = "reliability/hostile.rs"]
+mod hostile;

@@ -104,3 +104,26 @@ pub fn kube_template(method: &str, path_and_query: &str) -> String {
     }
     out
 }
+
+/// Calls per second of `log`, one line per second: `+Ns  total  endpoint=count ...`
+/// (diagnostics, printed with `BENCH_TRACE=1`).
+pub fn timeline(log: &[RequestRecord]) -> String {
+    let Some(start) = log.iter().map(|r| r.unix_ms).min() else {
+        return String::new();
+    };
+    let mut seconds: BTreeMap<i64, BTreeMap<String, usize>> = BTreeMap::new();
+    for r in log {
+        *seconds
+            .entry((r.unix_ms - start) / 1000)
+            .or_default()
+            .entry(format!("{} {}", r.method, template(&r.path)))
+            .or_default() += 1;
+    }
+    let mut out = String::new();
+    for (second, by) in seconds {
+        let total: usize = by.values().sum();
+        let parts: Vec<String> = by.iter().map(|(e, n)| format!("{e}={n}")).collect();
+        out.push_str(&format!("+{second}s {total:4} {}\n", parts.join(" ")));
+    }
+    out
+}

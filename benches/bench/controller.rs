@@ -178,10 +178,39 @@ async fn wait_ready(
             wait_kind::<SendingDomain>(kube, domains, |o| o.status.as_ref().map(|s| &s.conditions)),
         )
     };
-    tokio::time::timeout(limit, all)
-        .await
-        .map_err(|_| format!("not every object was Ready within {limit:?}"))?;
-    Ok(())
+    if tokio::time::timeout(limit, all).await.is_ok() {
+        return Ok(());
+    }
+    Err(format!(
+        "not every object was Ready within {limit:?}; not Ready, by kind and reason: {}",
+        not_ready(kube).await
+    ))
+}
+
+/// `Kind/Reason: count` of the objects whose Ready condition is not True (for diagnostics).
+async fn not_ready(kube: &kube::Client) -> String {
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for kind in ["SubAccount", "ApiKey", "SendingDomain"] {
+        let Ok(list) = api_for(kube, kind)
+            .list(&kube::api::ListParams::default())
+            .await
+        else {
+            continue;
+        };
+        for o in list {
+            let conditions: Vec<Condition> = o
+                .data
+                .pointer("/status/conditions")
+                .and_then(|c| serde_json::from_value(c.clone()).ok())
+                .unwrap_or_default();
+            let ready = conditions.iter().find(|c| c.type_ == READY);
+            if ready.is_none_or(|c| c.status != ConditionStatus::True) {
+                let reason = ready.map_or("no status", |c| c.reason.as_str());
+                *reasons.entry(format!("{kind}/{reason}")).or_default() += 1;
+            }
+        }
+    }
+    format!("{reasons:?}")
 }
 
 /// Waits until the operator's reconcile counter stays the same for two seconds (bounded).
@@ -257,7 +286,12 @@ impl Harness<'_> {
         min_reads: usize,
     ) -> Result<(Row, BTreeMap<String, usize>), String> {
         let wall = mark.started.elapsed();
-        let calls: Calls = calls::count(&self.sim.request_log());
+        let records = self.sim.request_log();
+        if std::env::var_os("BENCH_TRACE").is_some() {
+            eprintln!("{phase}: API calls per second by endpoint:");
+            eprint!("{}", calls::timeline(&records));
+        }
+        let calls: Calls = calls::count(&records);
         let scrape = probe::scrape(&self.http, self.metrics).await?;
         let (reconciles, q) = probe::between(&mark.scrape, &scrape, &[0.5, 0.99]);
         let log = self.server.request_log();

@@ -5,7 +5,9 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 
+use super::cache::lookup_stalls;
 use super::common::spec_changed;
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
@@ -53,13 +55,26 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
     let scope = match &desired.sub_account_ref {
         None => None,
         Some(sub) => {
-            let subs: Api<SubAccount> =
-                Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
-            let found = subs
-                .get_opt(sub)
-                .await
-                .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?;
-            match found.and_then(|s| s.status.and_then(|st| st.id)) {
+            let namespace = obj.namespace().unwrap_or_default();
+            // The SubAccount controller's cache answers without a request once the sub account
+            // has its id; otherwise (not cached yet, another shard) the API does.
+            let cached = ctx
+                .claims
+                .sub_accounts
+                .get()
+                .and_then(|store| store.get(&ObjectRef::new(sub).within(&namespace)))
+                .and_then(|s| s.status.as_ref().and_then(|st| st.id));
+            let found = match cached {
+                Some(id) => Some(id),
+                None => {
+                    let subs: Api<SubAccount> = Api::namespaced(ctx.kube.clone(), &namespace);
+                    subs.get_opt(sub)
+                        .await
+                        .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?
+                        .and_then(|s| s.status.and_then(|st| st.id))
+                }
+            };
+            match found {
                 Some(id) => Some(id),
                 None => {
                     return Ok(Converged {
@@ -81,6 +96,21 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         .fresh_api_keys()
         .await
         .map_err(|e| Failure::api(e, "listing API keys", old))?;
+    let missing_stalls = desired.sub_account_ref.is_some();
+    let keys = if keys.read(|items| {
+        lookup_stalls(
+            &apikey::lookup(&desired, old.id, scope, items),
+            missing_stalls,
+        )
+    }) {
+        ctx.cache.api_keys.invalidate();
+        ctx.cache
+            .fresh_api_keys()
+            .await
+            .map_err(|e| Failure::api(e, "listing API keys", old))?
+    } else {
+        keys
+    };
     let lookup = keys.read(|items| match apikey::lookup(&desired, old.id, scope, items) {
         Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
         Lookup::Missing => Ok(None),
@@ -91,13 +121,18 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         )),
         Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names API key {id}, which does not exist"), old)),
     })?;
+    if let Some((_, found)) = &lookup
+        && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
+    {
+        return Err(Failure::conflict(obj, owner.as_ref(), old));
+    }
     let observe_only = !obj.spec.management_policy.may_write();
 
     // Read the detail when the comparison needs fields the list item lacks, once per spec change.
     let mut detail: Option<ApiKeyDetail> = None;
     if let Some((item, _)) = &lookup
         && apikey::needs_detail(&desired)
-        && spec_changed(obj, old.observed_generation)
+        && (spec_changed(obj, old.observed_generation) || ctx.detail_due(&object_key(obj)))
     {
         detail = Some(
             ctx.api
@@ -105,6 +140,7 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
                 .await
                 .map_err(|e| Failure::api(e, "reading the API key", old))?,
         );
+        ctx.detail_read(&object_key(obj));
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, apikey::Observed::from(d))),
@@ -234,7 +270,7 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         _ => None,
     };
     if let Some(value) = value {
-        match secrets::ensure(&ctx.kube, obj, &desired.secret_name, SECRET_KEY, &value).await {
+        match secrets::ensure(ctx, obj, &desired.secret_name, SECRET_KEY, &value).await {
             Ok(SecretWrite::Written) if old.id.is_some() => {
                 ctx.event(
                     obj,
@@ -296,9 +332,7 @@ async fn observe(
         Some(d) => apikey::status_from_detail(d),
         None => apikey::status_from_list_item(item, old),
     };
-    if let Err(e) =
-        secrets::ensure(&ctx.kube, obj, &obj.spec.secret_name, SECRET_KEY, &item.key).await
-    {
+    if let Err(e) = secrets::ensure(ctx, obj, &obj.spec.secret_name, SECRET_KEY, &item.key).await {
         tracing::warn!(object = %object_key(obj), error = %e, "cannot write the key Secret");
     }
     let outcome = if plan.writes() {

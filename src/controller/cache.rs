@@ -1,7 +1,7 @@
 //! The controller's view of the account: the three lists, read with the list endpoints and shared
 //! by every reconcile.
 //!
-//! A list is read again when it is older than its maximum age (half the resync interval), so a
+//! A list is read again when it is older than its maximum age (the resync interval), so a
 //! full resync of N objects costs about `ceil(N / 100)` page calls per kind instead of one GET per
 //! object. The operator's own writes update the cached items at once, so a create is never
 //! followed by a second create for lack of a fresh list.
@@ -14,11 +14,36 @@ use crate::api::{
     ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery,
     ListSubAccountsQuery, SendingDomainListItem, SubAccountListItem,
 };
+use crate::reconcile::Lookup;
+
+/// A change the operator made to a list item while a fetch of the list was under way.
+#[derive(Debug)]
+enum LocalChange<T> {
+    Upsert(T),
+    Remove(i64),
+}
+
+#[derive(Debug)]
+struct ListState<T> {
+    /// When the fetch that produced `items` started.
+    fetched_at: Option<Instant>,
+    /// A list fetched before this instant is stale (set by [`CachedList::invalidate`]).
+    not_before: Option<Instant>,
+    items: Vec<T>,
+    /// Local changes made since the fetch under way started (`Some` while one runs); they are
+    /// applied again on top of its result, which may predate them.
+    pending: Option<Vec<LocalChange<T>>>,
+}
 
 /// One cached list.
+///
+/// A fetch takes time (several pages, retries); a create, update or delete the operator makes
+/// meanwhile may be missing from the fetched pages. Such local changes are recorded and applied
+/// again on top of the fetched list, so a fresh list never forgets an object the operator just
+/// created (which would lead to creating it twice).
 #[derive(Debug)]
 pub struct CachedList<T> {
-    items: Mutex<(Option<Instant>, Vec<T>)>,
+    state: Mutex<ListState<T>>,
     refresh: tokio::sync::Mutex<()>,
     id_of: fn(&T) -> i64,
 }
@@ -26,21 +51,47 @@ pub struct CachedList<T> {
 impl<T: Clone> CachedList<T> {
     fn new(id_of: fn(&T) -> i64) -> Self {
         CachedList {
-            items: Mutex::new((None, Vec::new())),
+            state: Mutex::new(ListState {
+                fetched_at: None,
+                not_before: None,
+                items: Vec::new(),
+                pending: None,
+            }),
             refresh: tokio::sync::Mutex::new(()),
             id_of,
         }
     }
 
-    fn fresh(&self, max_age: Duration) -> bool {
-        self.items
+    fn lock(&self) -> std::sync::MutexGuard<'_, ListState<T>> {
+        // A poisoned lock only means a reconcile panicked mid-update; the items stay usable.
+        self.state
             .lock()
-            .map(|g| g.0.is_some_and(|t| t.elapsed() < max_age))
-            .unwrap_or(false)
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Reads the list with `fetch` when older than `max_age`; one fetch at a time (others wait
-    /// for it and reuse its result).
+    fn fresh(&self, max_age: Duration) -> bool {
+        let g = self.lock();
+        g.fetched_at.is_some_and(|t| {
+            t.elapsed() < max_age && g.not_before.is_none_or(|not_before| t >= not_before)
+        })
+    }
+
+    fn apply(items: &mut Vec<T>, id_of: fn(&T) -> i64, change: LocalChange<T>) {
+        match change {
+            LocalChange::Upsert(item) => {
+                let id = id_of(&item);
+                match items.iter_mut().find(|i| id_of(i) == id) {
+                    Some(old) => *old = item,
+                    None => items.push(item),
+                }
+            }
+            LocalChange::Remove(id) => items.retain(|i| id_of(i) != id),
+        }
+    }
+
+    /// Reads the list with `fetch` when older than `max_age` (or fetched before the last
+    /// [`invalidate`](Self::invalidate)); one fetch at a time (others wait for it and reuse its
+    /// result). Local changes made during the fetch are kept.
     ///
     /// Errors: the fetch's error; the old items stay in place.
     pub async fn ensure_fresh<F, Fut>(&self, max_age: Duration, fetch: F) -> Result<(), ApiError>
@@ -56,44 +107,67 @@ impl<T: Clone> CachedList<T> {
             return Ok(());
         }
         let started = Instant::now();
-        let items = fetch().await?;
-        if let Ok(mut g) = self.items.lock() {
-            *g = (Some(started), items);
+        self.lock().pending = Some(Vec::new());
+        let result = fetch().await;
+        let mut g = self.lock();
+        let pending = g.pending.take().unwrap_or_default();
+        let mut items = result?;
+        for change in pending {
+            Self::apply(&mut items, self.id_of, change);
         }
+        g.items = items;
+        g.fetched_at = Some(started);
         Ok(())
     }
 
     /// Runs `f` on the cached items.
     pub fn read<R>(&self, f: impl FnOnce(&[T]) -> R) -> R {
-        match self.items.lock() {
-            Ok(g) => f(&g.1),
-            Err(poisoned) => f(&poisoned.into_inner().1),
-        }
+        f(&self.lock().items)
     }
 
-    /// Inserts or replaces the item with the same id.
+    fn change(&self, change: LocalChange<T>)
+    where
+        T: Clone,
+    {
+        let mut g = self.lock();
+        if let Some(pending) = g.pending.as_mut() {
+            pending.push(match &change {
+                LocalChange::Upsert(item) => LocalChange::Upsert(item.clone()),
+                LocalChange::Remove(id) => LocalChange::Remove(*id),
+            });
+        }
+        Self::apply(&mut g.items, self.id_of, change);
+    }
+
+    /// Inserts or replaces the item with the same id (after the operator wrote it).
     pub fn upsert(&self, item: T) {
-        let id = (self.id_of)(&item);
-        if let Ok(mut g) = self.items.lock() {
-            match g.1.iter_mut().find(|i| (self.id_of)(i) == id) {
-                Some(old) => *old = item,
-                None => g.1.push(item),
-            }
-        }
+        self.change(LocalChange::Upsert(item));
     }
 
-    /// Removes the item with id `id`.
+    /// Removes the item with id `id` (after the operator deleted it).
     pub fn remove(&self, id: i64) {
-        if let Ok(mut g) = self.items.lock() {
-            g.1.retain(|i| (self.id_of)(i) != id);
-        }
+        self.change(LocalChange::Remove(id));
     }
 
-    /// Marks the list stale so that the next reconcile reads it again.
+    /// Marks the list stale so that the next reader fetches it again, and refuses any list
+    /// whose fetch started before now (e.g. one under way while a create lost its answer).
     pub fn invalidate(&self) {
-        if let Ok(mut g) = self.items.lock() {
-            g.0 = None;
-        }
+        let mut g = self.lock();
+        g.fetched_at = None;
+        g.not_before = Some(Instant::now());
+    }
+}
+
+/// True when `lookup` would stop the resource (`Stalled`): several matches, an unknown
+/// external id, or, when `missing_stalls` (an object that cannot be created, such as a key
+/// inside a sub account), no match. Such a verdict is confirmed against a list fetched now:
+/// the cached one may predate the object (created moments ago, or by a create whose answer
+/// was lost), and a stalled resource is not looked at again until its spec changes.
+pub fn lookup_stalls<T>(lookup: &Lookup<'_, T>, missing_stalls: bool) -> bool {
+    match lookup {
+        Lookup::Found(..) => false,
+        Lookup::Missing => missing_stalls,
+        Lookup::Ambiguous(_) | Lookup::ExternalIdNotFound(_) => true,
     }
 }
 
@@ -149,5 +223,63 @@ impl AccountCache {
             .ensure_fresh(self.max_age, || self.client.list_all_sending_domains(&q))
             .await?;
         Ok(&self.sending_domains)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list() -> CachedList<(i64, &'static str)> {
+        CachedList::new(|i: &(i64, &'static str)| i.0)
+    }
+
+    /// An item created while a fetch runs survives the fetch's older result; one deleted
+    /// meanwhile stays deleted.
+    #[tokio::test]
+    async fn local_changes_during_a_fetch_are_kept() {
+        let cache = list();
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let fetch = cache.ensure_fresh(Duration::from_secs(60), || async move {
+            let _ = wait.await;
+            Ok(vec![(1, "old"), (2, "gone")])
+        });
+        let change = async {
+            tokio::task::yield_now().await;
+            cache.upsert((3, "created"));
+            cache.upsert((1, "updated"));
+            cache.remove(2);
+            let _ = go.send(());
+        };
+        let (result, ()) = tokio::join!(fetch, change);
+        result.unwrap();
+        let mut items = cache.read(<[_]>::to_vec);
+        items.sort_unstable();
+        assert_eq!(items, vec![(1, "updated"), (3, "created")]);
+        assert!(cache.fresh(Duration::from_secs(60)));
+    }
+
+    /// A list whose fetch started before `invalidate` is not fresh.
+    #[tokio::test]
+    async fn invalidate_refuses_a_fetch_that_started_before() {
+        let cache = list();
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let fetch = cache.ensure_fresh(Duration::from_secs(60), || async move {
+            let _ = wait.await;
+            Ok(vec![(1, "a")])
+        });
+        let change = async {
+            tokio::task::yield_now().await;
+            cache.invalidate();
+            let _ = go.send(());
+        };
+        let (result, ()) = tokio::join!(fetch, change);
+        result.unwrap();
+        assert!(!cache.fresh(Duration::from_secs(60)));
+        cache
+            .ensure_fresh(Duration::from_secs(60), || async { Ok(vec![(2, "b")]) })
+            .await
+            .unwrap();
+        assert_eq!(cache.read(<[_]>::to_vec), vec![(2, "b")]);
     }
 }

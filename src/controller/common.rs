@@ -30,13 +30,31 @@ pub fn spec_changed<K: ResourceExt>(obj: &K, observed_generation: Option<i64>) -
 ///
 /// Retryable failures (timeouts, 5xx, 429) keep `Reconciling=True` and return the error so the
 /// controller backs off per object; 400 and 401 set `Stalled=True` with the API's message and
-/// wait for a change of the object.
+/// wait for a change of the object. Two failures are the service's, not the spec's, and keep
+/// `Reconciling=True` until the next resync: an object deleted at the service between the list
+/// and the call (`ExternalObjectGone`; the next resync lists again and recreates or reports
+/// it), and a success answer that could not be read (`InvalidApiResponse`: malformed,
+/// mistyped or over the size cap).
 pub fn api_failure(e: &ApiError, doing: &str) -> Outcome {
     let message = format!("{doing} failed: {e}");
     if e.is_retryable() {
         Outcome::Progressing {
             reason: "ApiUnavailable",
             message: format!("{message}; retrying with backoff"),
+        }
+    } else if e.is_not_found() {
+        Outcome::Progressing {
+            reason: "ExternalObjectGone",
+            message: format!(
+                "{message}; the object was deleted at the service, looking for it again at the next resync"
+            ),
+        }
+    } else if matches!(e, ApiError::Decode { .. } | ApiError::TooLarge { .. }) {
+        Outcome::Progressing {
+            reason: "InvalidApiResponse",
+            message: format!(
+                "{message}; the service's answer was not understood, retrying at the next resync"
+            ),
         }
     } else if e.status() == Some(401) {
         Outcome::Stalled {

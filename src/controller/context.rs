@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
@@ -53,6 +53,14 @@ pub struct Context {
     pub settings: Settings,
     failures: Mutex<HashMap<String, u32>>,
     stalled: Mutex<HashMap<String, Option<i64>>>,
+    details_read: Mutex<HashMap<String, Instant>>,
+    /// The controllers' caches, to find resources that claim the same API object.
+    pub claims: super::claims::Claims,
+    /// The managed Secrets (label `app.kubernetes.io/managed-by=mailtarget-operator`), cached
+    /// by a watch once the operator runs, so that a reconcile finds an intact Secret without a
+    /// GET (see [`super::secrets`]).
+    pub secret_cache:
+        std::sync::OnceLock<kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Secret>>,
 }
 
 impl Context {
@@ -64,7 +72,11 @@ impl Context {
         settings: Settings,
         reporter: Reporter,
     ) -> Self {
-        let cache = AccountCache::new(api.clone(), settings.resync_interval / 2);
+        // Lists are read again once per resync interval: each object resyncs at least an
+        // interval after its previous resync, so it always sees a list read after that one
+        // (drift made at the service is seen within a resync), while a resync of N objects
+        // reads each list once, `ceil(N / 100)` pages, rather than twice.
+        let cache = AccountCache::new(api.clone(), settings.resync_interval);
         let recorder = Recorder::new(kube.clone(), reporter);
         Context {
             kube,
@@ -75,6 +87,9 @@ impl Context {
             settings,
             failures: Mutex::default(),
             stalled: Mutex::default(),
+            details_read: Mutex::default(),
+            claims: super::claims::Claims::default(),
+            secret_cache: std::sync::OnceLock::new(),
         }
     }
 
@@ -124,6 +139,25 @@ impl Context {
     pub fn clear_stalled(&self, key: &str) {
         if let Ok(mut m) = self.stalled.lock() {
             m.remove(key);
+        }
+    }
+
+    /// True when the detail of `key`'s API object (fields the list items lack, such as a key's
+    /// permissions) was never read or was read longer ago than half the resync interval, so
+    /// that each periodic resync compares those fields too and corrects changes made at the
+    /// service; reconciles triggered in between (status or Secret events) do not read it again.
+    pub fn detail_due(&self, key: &str) -> bool {
+        let max_age = self.settings.resync_interval / 2;
+        self.details_read
+            .lock()
+            .map(|m| m.get(key).is_none_or(|t| t.elapsed() >= max_age))
+            .unwrap_or(true)
+    }
+
+    /// Records that the detail of `key`'s API object was just read.
+    pub fn detail_read(&self, key: &str) {
+        if let Ok(mut m) = self.details_read.lock() {
+            m.insert(key.to_string(), Instant::now());
         }
     }
 

@@ -14,6 +14,7 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::claims::{Claimant, conflict_message};
 use super::common::{api_failure, is_paused, measured, warn_event};
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
@@ -29,6 +30,8 @@ pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
     fn conditions_mut(&mut self) -> &mut Vec<Condition>;
     /// Sets `status.observedGeneration`.
     fn set_observed_generation(&mut self, generation: Option<i64>);
+    /// Forgets `status.id` (the resource does not own the API object).
+    fn clear_id(&mut self);
 }
 
 macro_rules! managed_status {
@@ -42,6 +45,9 @@ macro_rules! managed_status {
             }
             fn set_observed_generation(&mut self, generation: Option<i64>) {
                 self.observed_generation = generation;
+            }
+            fn clear_id(&mut self) {
+                self.id = None;
             }
         }
     )*};
@@ -105,6 +111,25 @@ impl<S: Clone> Failure<S> {
         })
     }
 
+    /// Another resource of the kind owns the API object `obj` claims (see [`super::claims`]):
+    /// `Stalled` with reason `ConflictingOwner`, and `status.id` cleared so that deleting `obj`
+    /// never touches the owner's object.
+    pub fn conflict<K: Claimant>(obj: &K, owner: &K, status: &S) -> Box<Self>
+    where
+        S: ManagedStatus,
+    {
+        let mut status = status.clone();
+        status.clear_id();
+        Box::new(Failure {
+            outcome: Outcome::Stalled {
+                reason: "ConflictingOwner",
+                message: conflict_message(obj, owner),
+            },
+            status,
+            error: None,
+        })
+    }
+
     /// Progress needs the user: `Stalled=True` with `message` saying what to fix.
     pub fn stalled(reason: &'static str, message: String, status: &S) -> Box<Self> {
         Box::new(Failure {
@@ -120,7 +145,8 @@ pub type ConvergeResult<S> = std::result::Result<Converged<S>, Box<Failure<S>>>;
 
 /// A custom resource the operator manages.
 pub trait Managed:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    Claimant
+    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + DeserializeOwned
     + Serialize
@@ -170,6 +196,12 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
                 Finalizer::Apply(o) => apply(o.as_ref(), &ctx, &api).await,
                 Finalizer::Cleanup(o) => {
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
+                    if let Some(id) = o.recorded_id()
+                        && ctx.claims.owner(o.as_ref(), Some(id)).await.is_some()
+                    {
+                        // Another resource owns this API object: leave it alone.
+                        return Ok(Action::await_change());
+                    }
                     o.cleanup(&ctx).await
                 }
             }
@@ -182,6 +214,14 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
 
 async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {
     let name = obj.name_any();
+    // The controller's cached copy can predate this operator's last status write (a Secret
+    // event may start the next reconcile before the watch delivers that write). A status built
+    // from it would drop fields such as `status.id` (server-side apply removes the fields its
+    // manager stops sending), so the object is read again first.
+    let Some(fresh) = api.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
+    let obj = &fresh;
     let generation = obj.meta().generation;
     let key = object_key(obj);
     if ctx.is_stalled(&key, generation) {
@@ -200,7 +240,11 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         set_conditions(first.conditions_mut(), &outcome, generation);
         patch_status(api, &name, &first).await?;
     }
-    let (outcome, mut status, error, requeue) = match obj.converge(ctx, &old).await {
+    let converged = match ctx.claims.owner(obj, None).await {
+        Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
+        None => obj.converge(ctx, &old).await,
+    };
+    let (outcome, mut status, error, requeue) = match converged {
         Ok(c) => (c.outcome, c.status, None, c.requeue),
         Err(f) => (f.outcome, f.status, f.error, None),
     };
@@ -210,7 +254,11 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     if !outcome.is_ready() && !K::is_routine(&outcome) && status.conditions() != old.conditions() {
         warn_event(ctx, obj, &outcome).await;
     }
-    patch_status(api, &name, &status).await?;
+    // A resync that finds everything in order writes nothing (the status read at the start of
+    // this reconcile is the one to keep).
+    if serde_json::to_value(&status).ok() != serde_json::to_value(&old).ok() {
+        patch_status(api, &name, &status).await?;
+    }
     match outcome {
         Outcome::Stalled { .. } => ctx.mark_stalled(&key, generation),
         _ => ctx.clear_stalled(&key),

@@ -3,6 +3,7 @@
 
 pub mod apikey;
 pub mod cache;
+pub mod claims;
 pub mod common;
 pub mod context;
 pub mod error;
@@ -25,8 +26,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::api::Client as ApiClient;
@@ -188,7 +189,22 @@ impl Operator {
         let secrets_config =
             watcher::Config::default().labels("app.kubernetes.io/managed-by=mailtarget-operator");
 
-        let sub_accounts = Controller::new(self.api::<SubAccount>(), self.watcher_config())
+        // The managed Secrets, watched into a cache so that reconciles find intact Secrets
+        // without a GET (see `secrets`); managedFields are dropped to save memory.
+        let (secret_cache, secret_writer) = reflector::store::<Secret>();
+        let _ = self.ctx.secret_cache.set(secret_cache);
+        let secret_watch = reflector(
+            secret_writer,
+            watcher(self.api::<Secret>(), secrets_config.clone())
+                .modify(|s| s.managed_fields_mut().clear())
+                .default_backoff(),
+        )
+        .take_until(stop())
+        .for_each(|_| async {});
+
+        let subs_controller = Controller::new(self.api::<SubAccount>(), self.watcher_config());
+        let _ = self.ctx.claims.sub_accounts.set(subs_controller.store());
+        let sub_accounts = subs_controller
             .owns(self.api::<Secret>(), secrets_config.clone())
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
@@ -201,6 +217,7 @@ impl Operator {
 
         let keys_controller = Controller::new(self.api::<ApiKey>(), self.watcher_config());
         let keys_store = keys_controller.store();
+        let _ = self.ctx.claims.api_keys.set(keys_controller.store());
         let api_keys = keys_controller
             .owns(self.api::<Secret>(), secrets_config.clone())
             .watches(
@@ -232,7 +249,14 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        let domains = Controller::new(self.api::<SendingDomain>(), self.watcher_config())
+        let domains_controller =
+            Controller::new(self.api::<SendingDomain>(), self.watcher_config());
+        let _ = self
+            .ctx
+            .claims
+            .sending_domains
+            .set(domains_controller.store());
+        let domains = domains_controller
             .owns(self.api::<Secret>(), secrets_config)
             .with_config(config)
             .graceful_shutdown_on(stop())
@@ -243,7 +267,7 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        tokio::join!(sub_accounts, api_keys, domains);
+        tokio::join!(sub_accounts, api_keys, domains, secret_watch);
     }
 }
 

@@ -1,5 +1,11 @@
 //! Secrets that receive key values and DKIM private keys, owned by the custom resource that
 //! asked for them so that Kubernetes garbage collection removes them with it.
+//!
+//! The operator watches the Secrets it manages ([`Context::secret_cache`]): a Secret found
+//! intact in that cache is left alone without any request, so a resync reads no Secret. A
+//! Secret missing or different in the cache is read from the API before anything is written
+//! (the cache may lag behind), and any change to a managed Secret triggers a reconcile of its
+//! owner, which restores it.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +16,9 @@ use kube::{Resource, ResourceExt};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 
-use super::context::FIELD_MANAGER;
+use kube::runtime::reflector::ObjectRef;
+
+use super::context::{Context, FIELD_MANAGER};
 
 /// Annotation on a written Secret holding the SHA-256 (hex) of the value, so that an altered
 /// Secret is noticed without reading the value from the service again.
@@ -24,25 +32,49 @@ fn checksum(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// True when Secret `name` exists, is controlled by `owner`, and its `key` still matches the
+/// True when `secret` is owned by the object with `uid` and its `key` still matches the
 /// checksum written with it (nobody altered or emptied it).
+fn intact(secret: &Secret, uid: &str, key: &str) -> bool {
+    let owned = secret.owner_references().iter().any(|r| r.uid == uid);
+    let data = secret.data.as_ref().and_then(|d| d.get(key));
+    let expected = secret.annotations().get(CHECKSUM_ANNOTATION);
+    owned && data.is_some_and(|d| Some(&checksum(&d.0)) == expected)
+}
+
+/// Secret `name` of `owner`'s namespace as the watch last saw it (`None` when not cached or
+/// before the operator runs).
+fn cached<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    owner: &K,
+    name: &str,
+) -> Option<std::sync::Arc<Secret>> {
+    let namespace = owner.namespace().unwrap_or_default();
+    ctx.secret_cache
+        .get()?
+        .get(&ObjectRef::new(name).within(&namespace))
+}
+
+/// True when Secret `name` exists, is controlled by `owner`, and its `key` still matches the
+/// checksum written with it (nobody altered or emptied it). Answered from the watch cache when
+/// it shows the Secret intact, else with a GET.
 ///
 /// Errors: Kubernetes API errors.
 pub async fn is_intact<K: Resource<DynamicType = ()>>(
-    client: &kube::Client,
+    ctx: &Context,
     owner: &K,
     name: &str,
     key: &str,
 ) -> Result<bool, kube::Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &owner.namespace().unwrap_or_default());
+    let uid = owner.uid().unwrap_or_default();
+    if cached(ctx, owner, name).is_some_and(|s| intact(&s, &uid, key)) {
+        return Ok(true);
+    }
+    let api: Api<Secret> =
+        Api::namespaced(ctx.kube.clone(), &owner.namespace().unwrap_or_default());
     let Some(secret) = api.get_opt(name).await? else {
         return Ok(false);
     };
-    let uid = owner.uid().unwrap_or_default();
-    let owned = secret.owner_references().iter().any(|r| r.uid == uid);
-    let data = secret.data.as_ref().and_then(|d| d.get(key));
-    let expected = secret.annotations().get(CHECKSUM_ANNOTATION);
-    Ok(owned && data.is_some_and(|d| Some(&checksum(&d.0)) == expected))
+    Ok(intact(&secret, &uid, key))
 }
 
 /// What [`ensure`] did.
@@ -70,26 +102,47 @@ pub enum SecretError {
     },
 }
 
+/// True when `secret` is controlled by nobody but the owner with `uid`, is owned by it, and
+/// holds `value` under `key` with the matching checksum annotation.
+fn holds(secret: &Secret, uid: &str, key: &str, value: &SecretString) -> bool {
+    let refs = secret.owner_references();
+    let foreign = refs
+        .iter()
+        .any(|r| r.controller == Some(true) && r.uid != uid);
+    let owned = refs.iter().any(|r| r.uid == uid);
+    let annotated = secret.annotations().get(CHECKSUM_ANNOTATION)
+        == Some(&checksum(value.expose_secret().as_bytes()));
+    let current = secret.data.as_ref().and_then(|d| d.get(key));
+    !foreign
+        && owned
+        && annotated
+        && current.is_some_and(|v| v.0 == value.expose_secret().as_bytes())
+}
+
 /// Makes Secret `name` (in `owner`'s namespace) hold `value` under `key`, with `owner` as its
 /// controller. A missing or altered Secret is written again; an identical one is left alone
-/// (one GET, no write). The value never reaches logs or errors.
+/// (no request when the watch cache shows it intact, else one GET; no write). The value never
+/// reaches logs or errors.
 ///
 /// Errors: Kubernetes API errors; a Secret controlled by another object.
 pub async fn ensure<K: Resource<DynamicType = ()>>(
-    client: &kube::Client,
+    ctx: &Context,
     owner: &K,
     name: &str,
     key: &str,
     value: &SecretString,
 ) -> Result<SecretWrite, SecretError> {
     let namespace = owner.namespace().unwrap_or_default();
-    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let api: Api<Secret> = Api::namespaced(ctx.kube.clone(), &namespace);
     let owner_ref = owner
         .controller_owner_ref(&())
         .ok_or_else(|| SecretError::OwnedByOther {
             name: name.into(),
             owner: "nobody (the owner has no uid)".into(),
         })?;
+    if cached(ctx, owner, name).is_some_and(|s| holds(&s, &owner_ref.uid, key, value)) {
+        return Ok(SecretWrite::Unchanged);
+    }
     if let Some(existing) = api.get_opt(name).await? {
         if let Some(other) = existing
             .owner_references()
@@ -101,14 +154,7 @@ pub async fn ensure<K: Resource<DynamicType = ()>>(
                 owner: format!("{}/{}", other.kind, other.name),
             });
         }
-        let current = existing.data.as_ref().and_then(|d| d.get(key));
-        let owned = existing
-            .owner_references()
-            .iter()
-            .any(|r| r.uid == owner_ref.uid);
-        let annotated = existing.annotations().get(CHECKSUM_ANNOTATION)
-            == Some(&checksum(value.expose_secret().as_bytes()));
-        if owned && annotated && current.is_some_and(|v| v.0 == value.expose_secret().as_bytes()) {
+        if holds(&existing, &owner_ref.uid, key, value) {
             return Ok(SecretWrite::Unchanged);
         }
     }

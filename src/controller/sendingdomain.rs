@@ -7,6 +7,7 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
+use super::cache::lookup_stalls;
 use super::common::spec_changed;
 use super::context::Context;
 use super::error::{Error, Result};
@@ -96,12 +97,28 @@ async fn converge(
         .fresh_sending_domains()
         .await
         .map_err(|e| Failure::api(e, "listing sending domains", old))?;
+    let list = if list
+        .read(|items| lookup_stalls(&sendingdomain::lookup(&desired, old.id, items), false))
+    {
+        ctx.cache.sending_domains.invalidate();
+        ctx.cache
+            .fresh_sending_domains()
+            .await
+            .map_err(|e| Failure::api(e, "listing sending domains", old))?
+    } else {
+        list
+    };
     let lookup = list.read(|items| match sendingdomain::lookup(&desired, old.id, items) {
         Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
         Lookup::Missing => Ok(None),
         Lookup::Ambiguous(ids) => Err(Failure::stalled("AmbiguousMatch", format!("{} sending domains are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.domain), old)),
         Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sending domain {id}, which does not exist"), old)),
     })?;
+    if let Some((_, found)) = &lookup
+        && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
+    {
+        return Err(Failure::conflict(obj, owner.as_ref(), old));
+    }
     let observed = lookup
         .as_ref()
         .map(|(item, found)| (*found, sendingdomain::Observed::from(item)));
@@ -285,7 +302,7 @@ async fn converge(
 
     // The DKIM private key, when asked for, into its Secret.
     if let Some(secret_name) = &desired.dkim_private_key_secret_name {
-        let intact = secrets::is_intact(&ctx.kube, obj, secret_name, DKIM_SECRET_KEY)
+        let intact = secrets::is_intact(ctx, obj, secret_name, DKIM_SECRET_KEY)
             .await
             .map_err(|e| Failure::kube("SecretWriteFailed", e, &status))?;
         if !intact || detail.is_some() {
@@ -297,14 +314,7 @@ async fn converge(
                     .await
                     .map_err(|e| Failure::api(e, "reading the sending domain", &status))?,
             };
-            match secrets::ensure(
-                &ctx.kube,
-                obj,
-                secret_name,
-                DKIM_SECRET_KEY,
-                &d.dkim_private_key,
-            )
-            .await
+            match secrets::ensure(ctx, obj, secret_name, DKIM_SECRET_KEY, &d.dkim_private_key).await
             {
                 Ok(secrets::SecretWrite::Written) if old.id.is_some() && !intact => {
                     ctx.event(

@@ -4,8 +4,9 @@
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
+use super::cache::lookup_stalls;
 use super::common::spec_changed;
-use super::context::Context;
+use super::context::{Context, object_key};
 use super::error::{Error, Result};
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError};
@@ -60,15 +61,31 @@ async fn converge(
         .fresh_sub_accounts()
         .await
         .map_err(|e| Failure::api(e, "listing sub accounts", old))?;
+    let list =
+        if list.read(|items| lookup_stalls(&subaccount::lookup(&desired, old.id, items), false)) {
+            ctx.cache.sub_accounts.invalidate();
+            ctx.cache
+                .fresh_sub_accounts()
+                .await
+                .map_err(|e| Failure::api(e, "listing sub accounts", old))?
+        } else {
+            list
+        };
     let lookup = list.read(|items| match subaccount::lookup(&desired, old.id, items) {
         Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
         Lookup::Missing => Ok(None),
         Lookup::Ambiguous(ids) => Err(Failure::stalled("AmbiguousMatch", format!("{} sub accounts are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name), old)),
         Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sub account {id}, which does not exist"), old)),
     })?;
+    if let Some((_, found)) = &lookup
+        && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
+    {
+        return Err(Failure::conflict(obj, owner.as_ref(), old));
+    }
     let mut detail: Option<SubAccountDetail> = None;
     if let Some((item, _)) = &lookup
-        && spec_changed(obj, old.observed_generation)
+        && (spec_changed(obj, old.observed_generation)
+            || (subaccount::needs_detail(&desired) && ctx.detail_due(&object_key(obj))))
     {
         detail = Some(
             ctx.api
@@ -76,6 +93,7 @@ async fn converge(
                 .await
                 .map_err(|e| Failure::api(e, "reading the sub account", old))?,
         );
+        ctx.detail_read(&object_key(obj));
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, subaccount::Observed::from(d))),
@@ -215,7 +233,7 @@ async fn converge(
         });
         match value {
             Some(value) => match secrets::ensure(
-                &ctx.kube,
+                ctx,
                 obj,
                 &key_spec.secret_name,
                 super::apikey::SECRET_KEY,

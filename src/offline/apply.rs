@@ -17,8 +17,10 @@ use crate::manifest::Resource;
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action, apikey, sendingdomain, subaccount};
 
-/// How many resources of one kind are applied at once (the client's own budget still applies).
-const PARALLEL: usize = 8;
+/// How many resources of one kind are applied at once. The client's request budget
+/// (`--api-concurrency`, `--api-rps`) is the real limit; this only bounds the tasks waiting
+/// for it.
+const PARALLEL: usize = 64;
 
 /// What happened to one resource.
 #[derive(Clone, Debug, Serialize)]
@@ -198,6 +200,14 @@ async fn apply_sub_account(
         return (outcome(&plan.entries[i], "skipped"), None);
     };
     let client = ctx.client;
+    if let Action::Unchanged { id } = &p.action
+        && (ctx.secrets_dir.is_none() || desired.initial_key.is_none())
+    {
+        // Nothing to write and nothing to report beyond the id: no read needed.
+        let mut o = outcome(entry, "unchanged");
+        o.entry.id = Some(*id);
+        return (o, None);
+    }
     let result: Result<SubAccountDetail, ApiError> = match &p.action {
         Action::Create(req) => {
             create_or_recover(client.create_sub_account(req), || async {
@@ -263,6 +273,15 @@ async fn apply_api_key(
     };
     let client = ctx.client;
     let namespace = plan.resources[i].namespace().to_string();
+    if let Some(p) = p
+        && let Action::Unchanged { id } = &p.action
+        && ctx.secrets_dir.is_none()
+    {
+        // The key value is not written anywhere: no read needed.
+        let mut o = outcome(entry, "unchanged");
+        o.entry.id = Some(*id);
+        return o;
+    }
     let result: Result<(ApiKeyDetail, &'static str), KeyError> = async {
         match (scope, p) {
             (KeyScope::CreatedWith(sub), _) => {
@@ -390,9 +409,10 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
                 })
                 .await?
             }
-            Action::Update { id, .. } | Action::Unchanged { id } => {
-                client.get_sending_domain(*id).await?
-            }
+            // The only update is sharing, whose answer is the detail.
+            Action::Update { id, .. } => client.share_sending_domain(*id).await?,
+            // The detail carries the DNS records and flags the report prints.
+            Action::Unchanged { id } => client.get_sending_domain(*id).await?,
         };
         if desired.shared && detail.assignment != sendingdomain::SHARED_ASSIGNMENT {
             detail = client.share_sending_domain(detail.id).await?;

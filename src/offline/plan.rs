@@ -1,5 +1,6 @@
 //! Building the plan: one [`Entry`] per resource, from the manifests and the account.
 
+use futures::{StreamExt, TryStreamExt, stream};
 use serde::Serialize;
 
 use crate::api::{
@@ -163,7 +164,8 @@ fn lookup_error<T>(lookup: &Lookup<'_, T>, what: &str) -> Option<String> {
 /// Plans every resource of `resources` against the account.
 ///
 /// Reads: the three lists, plus one GET per matched object whose spec sets a field the list does
-/// not carry (a sub account's `ipPoolId`, a key's permissions or allowed IPs).
+/// not carry (a sub account's `ipPoolId`, a key's permissions or allowed IPs); those GETs run
+/// concurrently, within the client's request budget.
 ///
 /// Errors: API failures while reading. Problems of single resources (ambiguous matches, keys
 /// that cannot be created) are entries with action `error`.
@@ -172,103 +174,67 @@ pub async fn build(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan,
     build_with(client, resources, &inventory).await
 }
 
+/// How many detail reads planning runs at once; the client's request budget is the real limit.
+const PARALLEL: usize = 64;
+
+/// Namespace, name, matched id and first key name of a planned SubAccount (keys refer to it).
+type PlannedSubAccount = (String, String, Option<i64>, Option<String>);
+
+fn problems_text(problems: &[crate::reconcile::Problem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 pub(crate) async fn build_with(
     client: &Client,
     resources: &[Loaded],
     inventory: &Inventory,
 ) -> Result<OfflinePlan, ApiError> {
     let mut slots: Vec<Option<(Entry, Step)>> = resources.iter().map(|_| None).collect();
-    // SubAccounts first: keys refer to them.
-    let mut sub_accounts: Vec<(String, String, Option<i64>, Option<String>)> = Vec::new();
-    for (index, loaded) in resources.iter().enumerate() {
-        let Resource::SubAccount(r) = &loaded.resource else {
-            continue;
-        };
-        let mut e = entry(loaded);
-        let step = match subaccount::desired(r) {
-            Err(problems) => {
-                e.error = Some(
-                    problems
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                );
-                Step::Invalid
+    // SubAccounts first: keys refer to them. Detail reads of one pass run concurrently.
+    let planned: Vec<(usize, Entry, Step, Option<PlannedSubAccount>)> =
+        stream::iter(resources.iter().enumerate().filter_map(|(index, loaded)| {
+            match &loaded.resource {
+                Resource::SubAccount(r) => Some((index, loaded, r)),
+                _ => None,
             }
-            Ok(d) => {
-                let lookup = subaccount::lookup(&d, None, &inventory.sub_accounts);
-                if let Some(err) = lookup_error(&lookup, "sub account") {
-                    e.error = Some(err);
-                    Step::Invalid
-                } else {
-                    let found = match lookup {
-                        Lookup::Found(item, found) if subaccount::needs_detail(&d) => Some((
-                            found,
-                            subaccount::Observed::from(&client.get_sub_account(item.id).await?),
-                        )),
-                        Lookup::Found(item, found) => {
-                            Some((found, subaccount::Observed::from(item)))
-                        }
-                        _ => None,
-                    };
-                    let plan = subaccount::plan(&d, found.as_ref().map(|(f, o)| (*f, o)));
-                    fill(&mut e, &plan);
-                    sub_accounts.push((
-                        loaded.resource.namespace().to_string(),
-                        loaded.resource.name().to_string(),
-                        plan.found.map(|f| f.id),
-                        subaccount::initial_key_name(&d),
-                    ));
-                    Step::SubAccount { desired: d, plan }
-                }
-            }
-        };
+        }))
+        .map(|(index, loaded, r)| async move {
+            let (e, step, sub) = plan_sub_account(client, r, loaded, inventory).await?;
+            Ok::<_, ApiError>((index, e, step, sub))
+        })
+        .buffered(PARALLEL)
+        .try_collect()
+        .await?;
+    let mut sub_accounts: Vec<PlannedSubAccount> = Vec::new();
+    for (index, e, step, sub) in planned {
         slots[index] = Some((e, step));
+        sub_accounts.extend(sub);
     }
-    for (index, loaded) in resources.iter().enumerate() {
-        match &loaded.resource {
-            Resource::ApiKey(r) => {
-                let mut e = entry(loaded);
-                let step = plan_key(client, r, loaded, &sub_accounts, inventory, &mut e).await?;
-                slots[index] = Some((e, step));
-            }
-            Resource::SendingDomain(r) => {
-                let mut e = entry(loaded);
-                let step = match sendingdomain::desired(r) {
-                    Err(problems) => {
-                        e.error = Some(
-                            problems
-                                .iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join("; "),
-                        );
-                        Step::Invalid
-                    }
-                    Ok(d) => {
-                        let lookup = sendingdomain::lookup(&d, None, &inventory.sending_domains);
-                        if let Some(err) = lookup_error(&lookup, "sending domain") {
-                            e.error = Some(err);
-                            Step::Invalid
-                        } else {
-                            let observed = match lookup {
-                                Lookup::Found(item, found) => {
-                                    Some((found, sendingdomain::Observed::from(item)))
-                                }
-                                _ => None,
-                            };
-                            let plan =
-                                sendingdomain::plan(&d, observed.as_ref().map(|(f, o)| (*f, o)));
-                            fill(&mut e, &plan);
-                            Step::SendingDomain { desired: d, plan }
-                        }
-                    }
-                };
-                slots[index] = Some((e, step));
-            }
-            Resource::SubAccount(_) => {}
-        }
+    let sub_accounts = &sub_accounts;
+    let planned: Vec<(usize, Entry, Step)> = stream::iter(resources.iter().enumerate())
+        .filter(|(_, loaded)| {
+            futures::future::ready(!matches!(loaded.resource, Resource::SubAccount(_)))
+        })
+        .map(|(index, loaded)| async move {
+            let mut e = entry(loaded);
+            let step = match &loaded.resource {
+                Resource::ApiKey(r) => {
+                    plan_key(client, r, loaded, sub_accounts, inventory, &mut e).await?
+                }
+                Resource::SendingDomain(r) => plan_domain(r, inventory, &mut e),
+                Resource::SubAccount(_) => Step::Invalid,
+            };
+            Ok::<_, ApiError>((index, e, step))
+        })
+        .buffered(PARALLEL)
+        .try_collect()
+        .await?;
+    for (index, e, step) in planned {
+        slots[index] = Some((e, step));
     }
     // Every slot is filled: each resource is of one of the three kinds handled above.
     let (entries, steps): (Vec<Entry>, Vec<Step>) = slots.into_iter().flatten().unzip();
@@ -279,24 +245,78 @@ pub(crate) async fn build_with(
     })
 }
 
+async fn plan_sub_account(
+    client: &Client,
+    r: &crate::crd::SubAccount,
+    loaded: &Loaded,
+    inventory: &Inventory,
+) -> Result<(Entry, Step, Option<PlannedSubAccount>), ApiError> {
+    let mut e = entry(loaded);
+    let d = match subaccount::desired(r) {
+        Ok(d) => d,
+        Err(problems) => {
+            e.error = Some(problems_text(&problems));
+            return Ok((e, Step::Invalid, None));
+        }
+    };
+    let lookup = subaccount::lookup(&d, None, &inventory.sub_accounts);
+    if let Some(err) = lookup_error(&lookup, "sub account") {
+        e.error = Some(err);
+        return Ok((e, Step::Invalid, None));
+    }
+    let found = match lookup {
+        Lookup::Found(item, found) if subaccount::needs_detail(&d) => Some((
+            found,
+            subaccount::Observed::from(&client.get_sub_account(item.id).await?),
+        )),
+        Lookup::Found(item, found) => Some((found, subaccount::Observed::from(item))),
+        _ => None,
+    };
+    let plan = subaccount::plan(&d, found.as_ref().map(|(f, o)| (*f, o)));
+    fill(&mut e, &plan);
+    let sub = (
+        loaded.resource.namespace().to_string(),
+        loaded.resource.name().to_string(),
+        plan.found.map(|f| f.id),
+        subaccount::initial_key_name(&d),
+    );
+    Ok((e, Step::SubAccount { desired: d, plan }, Some(sub)))
+}
+
+fn plan_domain(r: &crate::crd::SendingDomain, inventory: &Inventory, e: &mut Entry) -> Step {
+    let d = match sendingdomain::desired(r) {
+        Ok(d) => d,
+        Err(problems) => {
+            e.error = Some(problems_text(&problems));
+            return Step::Invalid;
+        }
+    };
+    let lookup = sendingdomain::lookup(&d, None, &inventory.sending_domains);
+    if let Some(err) = lookup_error(&lookup, "sending domain") {
+        e.error = Some(err);
+        return Step::Invalid;
+    }
+    let observed = match lookup {
+        Lookup::Found(item, found) => Some((found, sendingdomain::Observed::from(item))),
+        _ => None,
+    };
+    let plan = sendingdomain::plan(&d, observed.as_ref().map(|(f, o)| (*f, o)));
+    fill(e, &plan);
+    Step::SendingDomain { desired: d, plan }
+}
+
 async fn plan_key(
     client: &Client,
     r: &crate::crd::ApiKey,
     loaded: &Loaded,
-    sub_accounts: &[(String, String, Option<i64>, Option<String>)],
+    sub_accounts: &[PlannedSubAccount],
     inventory: &Inventory,
     e: &mut Entry,
 ) -> Result<Step, ApiError> {
     let d = match apikey::desired(r) {
         Ok(d) => d,
         Err(problems) => {
-            e.error = Some(
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
+            e.error = Some(problems_text(&problems));
             return Ok(Step::Invalid);
         }
     };

@@ -9,9 +9,11 @@ use std::future::Future;
 
 use crate::api::ApiError;
 
-/// True when a failed write may nevertheless have been committed by the service.
+/// True when a failed write may nevertheless have been committed by the service: no definite
+/// answer (timeout, dropped connection, 5xx, 429), or a success answer whose body could not be
+/// read (malformed, mistyped, over the size cap): the object was created all the same.
 pub fn may_have_committed(error: &ApiError) -> bool {
-    error.is_retryable()
+    error.is_retryable() || matches!(error, ApiError::Decode { .. } | ApiError::TooLarge { .. })
 }
 
 /// Runs `create`; when it fails in a way that may have committed, runs `recover` (a lookup by
@@ -34,5 +36,37 @@ where
             }
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only answers that prove nothing was created rule out a lookup before the next create.
+    #[test]
+    fn what_may_have_committed() {
+        let decode = ApiError::Decode {
+            endpoint: "POST /api-key",
+            message: "missing field `id`".into(),
+        };
+        let too_large = ApiError::TooLarge {
+            endpoint: "POST /api-key",
+            limit: 10,
+        };
+        for e in [
+            ApiError::from_status("POST /api-key", 500, None, b""),
+            ApiError::from_status("POST /api-key", 429, None, b""),
+            decode,
+            too_large,
+        ] {
+            assert!(may_have_committed(&e), "{e}");
+        }
+        for e in [
+            ApiError::from_status("POST /api-key", 400, None, b""),
+            ApiError::from_status("POST /api-key", 401, None, b""),
+        ] {
+            assert!(!may_have_committed(&e), "{e}");
+        }
     }
 }

@@ -31,6 +31,16 @@ pub(crate) async fn read_json<T: DeserializeOwned>(
     parse(&bytes)
 }
 
+/// Reads the body of an endpoint that takes none (share, verify-txt): an empty body or a JSON
+/// object (its fields ignored) is accepted; anything else, or more than [`MAX_BODY_BYTES`], is a
+/// 400. Reading it, rather than leaving it unread, means the client always gets the answer
+/// instead of a connection closed while it was still sending.
+pub(crate) async fn read_ignored(headers: &HeaderMap, body: Body) -> ApiResult<()> {
+    read_json::<serde_json::Map<String, serde_json::Value>>(headers, body)
+        .await
+        .map(|_| ())
+}
+
 fn check_content_type(headers: &HeaderMap) -> ApiResult<()> {
     let content_type = headers
         .get(CONTENT_TYPE)

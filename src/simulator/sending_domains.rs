@@ -28,7 +28,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::auth::Caller;
-use super::body::read_json;
+use super::body::{read_ignored, read_json};
 use super::dkim;
 use super::errors::{self, ApiError, ApiResult};
 use super::paging::{PathId, QueryParams};
@@ -352,7 +352,10 @@ async fn share(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
     PathId(id): PathId,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Json<DomainDetail>> {
+    read_ignored(&headers, body).await?;
     let mut store = shared.store();
     let domain = find_owned(&mut store, caller, id)?;
     domain.assignment = "shared".to_string();
@@ -397,7 +400,10 @@ async fn verify_txt(
     State(shared): State<Arc<Shared>>,
     caller: Caller,
     PathId(id): PathId,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Json<Vec<DomainDetail>>> {
+    read_ignored(&headers, body).await?;
     let mut store = shared.store();
     let threshold = store.verify_after_calls;
     let domain = find_owned(&mut store, caller, id)?;

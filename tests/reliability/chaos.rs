@@ -17,7 +17,10 @@ async fn fifty_resources_converge_under_faults() {
     config.faults = FaultConfig {
         error_rate: 0.3,
         drop_response_rate: 0.1,
-        seed: 20_240_601,
+        seed: std::env::var("CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20_240_601),
         ..FaultConfig::default()
     };
     let mut rig = Rig::new(config).await;
@@ -26,7 +29,7 @@ async fn fifty_resources_converge_under_faults() {
     mix.create(&rig.kube).await;
     rig.start_operator(Duration::from_secs(5));
 
-    wait_all_ready(&rig.kube, Duration::from_secs(90)).await;
+    wait_all_ready(&rig.kube, Duration::from_secs(120)).await;
     assert!(rig.operator_alive(), "the operator is still running");
     rig.stop_operator().await;
 

@@ -37,6 +37,8 @@ pub struct Rig {
     pub sim: Simulator,
     /// Client of the test API server.
     pub kube: kube::Client,
+    /// Metrics of every operator this rig starts.
+    pub metrics: Arc<Metrics>,
     operator: Option<Running>,
 }
 
@@ -84,6 +86,7 @@ impl Rig {
             server,
             sim,
             kube,
+            metrics: Arc::new(Metrics::default()),
             operator: None,
         }
     }
@@ -99,7 +102,7 @@ impl Rig {
         let operator = Operator::new(
             self.kube.clone(),
             client,
-            Arc::new(Metrics::default()),
+            self.metrics.clone(),
             settings,
             "reliability-test".into(),
         );
@@ -118,7 +121,9 @@ impl Rig {
 
     /// True while the operator task runs (false once it ended, e.g. by a panic).
     pub fn operator_alive(&self) -> bool {
-        self.operator.as_ref().is_some_and(|r| !r.task.is_finished())
+        self.operator
+            .as_ref()
+            .is_some_and(|r| !r.task.is_finished())
     }
 
     /// Kills the operator where it stands, like SIGKILL: the task is aborted at its current
@@ -244,7 +249,7 @@ impl Mix {
         let subs: Api<SubAccount> = Api::namespaced(kube.clone(), NS);
         for name in &self.sub_accounts {
             let yaml = format!(
-                "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: {name}}}\nspec:\n  apiKey: {{name: {name}-first, permissionIds: [1], secretName: {name}-first-key}}\n"
+                "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: {name}}}\nspec:\n  status: active\n  apiKey: {{name: {name}-first, permissionIds: [1], secretName: {name}-first-key}}\n"
             );
             subs.create(&pp, &serde_yaml::from_str(&yaml).expect("yaml"))
                 .await
@@ -380,7 +385,9 @@ pub async fn assert_exactly(kube: &kube::Client, state: &SimulatorState, mix: &M
             .find(|k| k.sub_account_id == sim.id)
             .expect("first key");
         assert_eq!(
-            secret_value(kube, &format!("{name}-first-key"), "apiKey").await.as_deref(),
+            secret_value(kube, &format!("{name}-first-key"), "apiKey")
+                .await
+                .as_deref(),
             Some(first.key.as_str()),
             "Secret of SubAccount {name}'s first key"
         );
@@ -394,10 +401,19 @@ pub async fn assert_exactly(kube: &kube::Client, state: &SimulatorState, mix: &M
             .find(|k| &k.name == name && k.sub_account_id == 0)
             .expect("company key");
         assert_eq!(obj.status_id(), Some(sim.id), "ApiKey {name} status.id");
-        assert_eq!(sim.permission_type, "custom", "ApiKey {name} permissionType");
-        assert_eq!(sim.permission_ids, vec![1, 2], "ApiKey {name} permissionIds");
         assert_eq!(
-            secret_value(kube, &format!("{name}-key"), "apiKey").await.as_deref(),
+            sim.permission_type, "custom",
+            "ApiKey {name} permissionType"
+        );
+        assert_eq!(
+            sim.permission_ids,
+            vec![1, 2],
+            "ApiKey {name} permissionIds"
+        );
+        assert_eq!(
+            secret_value(kube, &format!("{name}-key"), "apiKey")
+                .await
+                .as_deref(),
             Some(sim.key.as_str()),
             "Secret of ApiKey {name}"
         );
@@ -417,7 +433,9 @@ pub async fn assert_exactly(kube: &kube::Client, state: &SimulatorState, mix: &M
             .expect("first key");
         assert_eq!(obj.status_id(), Some(sim.id), "ApiKey {name} status.id");
         assert_eq!(
-            secret_value(kube, &format!("{name}-key"), "apiKey").await.as_deref(),
+            secret_value(kube, &format!("{name}-key"), "apiKey")
+                .await
+                .as_deref(),
             Some(sim.key.as_str()),
             "Secret of ApiKey {name}"
         );
@@ -430,7 +448,11 @@ pub async fn assert_exactly(kube: &kube::Client, state: &SimulatorState, mix: &M
             .iter()
             .find(|d| &d.domain == domain)
             .expect("domain");
-        assert_eq!(obj.status_id(), Some(sim.id), "SendingDomain {name} status.id");
+        assert_eq!(
+            obj.status_id(),
+            Some(sim.id),
+            "SendingDomain {name} status.id"
+        );
         assert!(sim.verified, "domain {domain} verified");
         assert_eq!(
             secret_value(kube, &format!("{name}-dkim"), "dkimPrivateKey")
@@ -440,4 +462,28 @@ pub async fn assert_exactly(kube: &kube::Client, state: &SimulatorState, mix: &M
             "DKIM Secret of SendingDomain {name}"
         );
     }
+}
+
+/// Every secret the simulator holds, in the forms it could leak in: the company key, each API
+/// key value and each DKIM private key, raw and base64-encoded (as in a Secret's `data`), plus
+/// each base64 line of the private keys' PEM bodies.
+pub fn secrets_of(state: &SimulatorState) -> Vec<String> {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    let mut out = vec![KEY.to_string(), b64(KEY)];
+    for k in &state.api_keys {
+        out.push(k.key.clone());
+        out.push(b64(&k.key));
+    }
+    for d in &state.sending_domains {
+        out.push(d.dkim_private_key.clone());
+        out.push(b64(&d.dkim_private_key));
+        out.extend(
+            d.dkim_private_key
+                .lines()
+                .filter(|l| !l.starts_with("-----") && l.len() >= 16)
+                .map(str::to_string),
+        );
+    }
+    out
 }

@@ -64,10 +64,25 @@ fn finish(st: &mut Store, k: &Key, mut o: Value) {
     }
 }
 
+/// True when a pass can change something: an object is being deleted, or names an owner that
+/// no longer exists. Checked without copying objects, since it runs after every write.
+fn needs_pass(st: &Store) -> bool {
+    let uids: HashSet<&str> = st.objects().filter_map(|o| meta_str(o, "uid")).collect();
+    st.objects().any(|o| {
+        is_deleting(o)
+            || o["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r["uid"].as_str().is_none_or(|u| !uids.contains(u)))
+                })
+    })
+}
+
 /// One pass; returns whether anything changed.
 fn pass(st: &mut Store) -> bool {
-    // Nothing to do unless something is being deleted or has owners.
-    if !st.any(|o| is_deleting(o) || o["metadata"].get("ownerReferences").is_some()) {
+    // Nothing to do unless something is being deleted or has lost an owner.
+    if !needs_pass(st) {
         return false;
     }
     let keys = st.all_keys();
@@ -215,8 +230,13 @@ fn pass(st: &mut Store) -> bool {
 /// Runs the background controllers until the store is stable (bounded, so a pathological cycle
 /// cannot hang a request).
 pub fn sweep(st: &mut Store) {
+    // Most writes (status updates, new objects without owners) cannot give it work.
+    if !st.gc_dirty() {
+        return;
+    }
     for _ in 0..10_000 {
         if !pass(st) {
+            st.set_gc_clean();
             return;
         }
     }

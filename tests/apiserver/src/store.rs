@@ -54,6 +54,9 @@ pub struct Store {
     history_floor: u64,
     window: usize,
     tx: broadcast::Sender<Arc<ChangeEvent>>,
+    /// Set by a change that can give the garbage collector work (a removal, an object being
+    /// deleted, changed ownerReferences); cleared by [`crate::gc::sweep`] once it is stable.
+    gc_dirty: bool,
 }
 
 /// RFC 3339 UTC timestamp with second precision, as in `metadata.creationTimestamp`.
@@ -119,7 +122,18 @@ impl Store {
             history_floor: 1,
             window: window.max(1),
             tx,
+            gc_dirty: false,
         }
+    }
+
+    /// True when a change since the last stable garbage collection can give it work.
+    pub fn gc_dirty(&self) -> bool {
+        self.gc_dirty
+    }
+
+    /// Records that garbage collection found nothing to do.
+    pub fn set_gc_clean(&mut self) {
+        self.gc_dirty = false;
     }
 
     /// The latest resourceVersion.
@@ -164,9 +178,9 @@ impl Store {
             .get(&(ns.to_string(), name.to_string()))
     }
 
-    /// Whether any stored object satisfies `f`.
-    pub fn any(&self, f: impl Fn(&Value) -> bool) -> bool {
-        self.objects.values().any(|b| b.values().any(&f))
+    /// Every stored object, bucket by bucket.
+    pub fn objects(&self) -> impl Iterator<Item = &Value> {
+        self.objects.values().flat_map(|b| b.values())
     }
 
     /// All (bucket, namespace, name) triples currently stored.
@@ -237,6 +251,11 @@ impl Store {
             .entry(key.clone())
             .or_default()
             .insert((ns.clone(), name.clone()), obj.clone());
+        self.gc_dirty |= is_deleting(&obj)
+            || prev
+                .as_ref()
+                .map_or(&Value::Null, |p| &p["metadata"]["ownerReferences"])
+                != &obj["metadata"]["ownerReferences"];
         let etype = if prev.is_some() {
             EventType::Modified
         } else {
@@ -267,6 +286,7 @@ impl Store {
             .objects
             .get_mut(key)?
             .remove(&(ns.to_string(), name.to_string()))?;
+        self.gc_dirty = true;
         let rv = self.next_rv();
         let mut obj = last.unwrap_or_else(|| prev.clone());
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));

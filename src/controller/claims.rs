@@ -1,0 +1,299 @@
+//! Two resources must never manage one API object. When two resources of a kind claim the same
+//! API object (the same natural key, the same `mailtarget.co/external-id`, or a lookup that
+//! lands on an object whose id another resource records in `status.id`), one of them owns it and
+//! the other is reported `Stalled` with reason `ConflictingOwner` and makes no API call.
+//!
+//! The owner is decided the same way by every reconcile, from the objects in the controller's
+//! cache, so it never flips back and forth:
+//! 1. a resource that already records the object's id in `status.id` precedes one that does not
+//!    (an established owner is never displaced by a newcomer);
+//! 2. then the older `metadata.creationTimestamp`;
+//! 3. then namespace and name, in alphabetical order.
+//!
+//! A loser stays `Stalled` until its spec changes or the operator restarts; deleting it never
+//! touches the owner's API object. Resources outside the operator's watch (another namespace
+//! when `--namespace` is set, another shard's label selector) are not compared.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
+
+use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
+use crate::reconcile::validate;
+
+/// Longest wait for the controller's cache to hold its first complete list.
+const STORE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a resource claims in the service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// A specific id, from the `mailtarget.co/external-id` annotation.
+    Id(i64),
+    /// A natural key: sub account name, sending domain (lower case), or key scope and name.
+    Natural(String),
+}
+
+/// The controllers' caches of the three kinds, set by [`super::Operator::run`].
+#[derive(Default)]
+pub struct Claims {
+    /// SubAccounts.
+    pub sub_accounts: OnceLock<Store<SubAccount>>,
+    /// ApiKeys.
+    pub api_keys: OnceLock<Store<ApiKey>>,
+    /// SendingDomains.
+    pub sending_domains: OnceLock<Store<SendingDomain>>,
+}
+
+impl std::fmt::Debug for Claims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claims").finish_non_exhaustive()
+    }
+}
+
+/// A kind whose resources claim API objects.
+pub trait Claimant: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
+    /// What the API object is called in messages, e.g. `API key`.
+    const NOUN: &'static str;
+    /// The spec field that names the natural key, for messages.
+    const KEY_FIELD: &'static str;
+    /// The controller's cache of this kind, once the operator runs.
+    fn store(claims: &Claims) -> Option<&Store<Self>>;
+    /// What this resource claims.
+    fn claim(&self) -> Claim;
+    /// `status.id`.
+    fn recorded_id(&self) -> Option<i64>;
+}
+
+fn external_id<K: Resource>(obj: &K) -> Option<i64> {
+    validate::external_id(Some(obj.annotations()))
+        .ok()
+        .flatten()
+        .filter(|_| obj.annotations().contains_key(ANNOTATION_EXTERNAL_ID))
+}
+
+impl Claimant for SubAccount {
+    const NOUN: &'static str = "sub account";
+    const KEY_FIELD: &'static str = "spec.name";
+    fn store(claims: &Claims) -> Option<&Store<Self>> {
+        claims.sub_accounts.get()
+    }
+    fn claim(&self) -> Claim {
+        external_id(self).map_or_else(|| Claim::Natural(self.service_name()), Claim::Id)
+    }
+    fn recorded_id(&self) -> Option<i64> {
+        self.status.as_ref().and_then(|s| s.id)
+    }
+}
+
+impl Claimant for ApiKey {
+    const NOUN: &'static str = "API key";
+    const KEY_FIELD: &'static str = "spec.name";
+    fn store(claims: &Claims) -> Option<&Store<Self>> {
+        claims.api_keys.get()
+    }
+    fn claim(&self) -> Claim {
+        external_id(self).map_or_else(
+            || {
+                let scope = self
+                    .spec
+                    .sub_account_ref
+                    .as_ref()
+                    .map_or_else(String::new, |r| {
+                        format!("{}/{}", self.namespace().unwrap_or_default(), r.name)
+                    });
+                Claim::Natural(format!("{scope}\n{}", self.service_name()))
+            },
+            Claim::Id,
+        )
+    }
+    fn recorded_id(&self) -> Option<i64> {
+        self.status.as_ref().and_then(|s| s.id)
+    }
+}
+
+impl Claimant for SendingDomain {
+    const NOUN: &'static str = "sending domain";
+    const KEY_FIELD: &'static str = "spec.domain";
+    fn store(claims: &Claims) -> Option<&Store<Self>> {
+        claims.sending_domains.get()
+    }
+    fn claim(&self) -> Claim {
+        external_id(self).map_or_else(
+            || Claim::Natural(self.spec.domain.to_ascii_lowercase()),
+            Claim::Id,
+        )
+    }
+    fn recorded_id(&self) -> Option<i64> {
+        self.status.as_ref().and_then(|s| s.id)
+    }
+}
+
+/// The precedence of a resource (smaller goes first); `contested` is the id in dispute, if any.
+fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, String, String) {
+    let holds = match contested {
+        Some(id) => obj.recorded_id() == Some(id),
+        None => obj.recorded_id().is_some(),
+    };
+    (
+        !holds,
+        obj.meta().creation_timestamp.clone(),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any(),
+    )
+}
+
+/// Among `others`, the resource that owns what `obj` claims, when it is not `obj`.
+///
+/// Rivals are the resources with the same [`Claim`] (unless both record different ids, i.e.
+/// each already manages its own object), and, when `id` is given, those recording `id` in
+/// `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
+/// before `obj`.
+pub fn preceding_owner<K: Claimant>(
+    obj: &K,
+    id: Option<i64>,
+    others: impl IntoIterator<Item = Arc<K>>,
+) -> Option<Arc<K>> {
+    let uid = obj.uid();
+    let claim = obj.claim();
+    let mine = obj.recorded_id();
+    let by_claim = id.is_none();
+    others
+        .into_iter()
+        .filter(|o| o.uid() != uid)
+        .filter(|o| {
+            if by_claim {
+                let both_differ = matches!((mine, o.recorded_id()), (Some(a), Some(b)) if a != b);
+                o.claim() == claim && !both_differ
+            } else {
+                o.recorded_id() == id
+            }
+        })
+        .filter(|o| rank(o.as_ref(), id) < rank(obj, id))
+        .min_by(|a, b| rank(a.as_ref(), id).cmp(&rank(b.as_ref(), id)))
+}
+
+impl Claims {
+    /// The other resource of `obj`'s kind that owns what `obj` claims: by its spec when `id`
+    /// is `None`, or the API object `id` that `obj`'s lookup found. `None` when `obj` may
+    /// manage it, or before the operator runs.
+    pub async fn owner<K: Claimant>(&self, obj: &K, id: Option<i64>) -> Option<Arc<K>> {
+        let store = K::store(self)?;
+        if tokio::time::timeout(STORE_READY_TIMEOUT, store.wait_until_ready())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the controller's cache is not filled yet; ownership not compared");
+        }
+        preceding_owner(obj, id, store.state())
+    }
+}
+
+/// The `ConflictingOwner` message for `obj`, whose claim `owner` holds.
+pub fn conflict_message<K: Claimant>(obj: &K, owner: &K) -> String {
+    let owner_name = format!(
+        "{}/{}",
+        owner.namespace().unwrap_or_default(),
+        owner.name_any()
+    );
+    let what = match owner.recorded_id() {
+        Some(id) => format!("{} {id}", K::NOUN),
+        None => format!("the same {}", K::NOUN),
+    };
+    let me = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
+    format!(
+        "{kind} {owner_name} already manages {what}, which this {kind} ({me}) also claims; two resources must not manage one {noun}: delete this {kind}, or change its {field} or its {ANNOTATION_EXTERNAL_ID} annotation",
+        kind = K::kind(&()),
+        noun = K::NOUN,
+        field = K::KEY_FIELD,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str, spec_name: &str, created: i64, id: Option<i64>) -> Arc<ApiKey> {
+        let mut k = ApiKey::new(
+            name,
+            crate::crd::ApiKeySpec {
+                name: Some(spec_name.into()),
+                secret_name: format!("{name}-key"),
+                ..Default::default()
+            },
+        );
+        k.metadata.namespace = Some("default".into());
+        k.metadata.uid = Some(format!("uid-{name}"));
+        k.metadata.creation_timestamp = Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(created).unwrap(),
+        ));
+        k.status = id.map(|id| crate::crd::ApiKeyStatus {
+            id: Some(id),
+            ..Default::default()
+        });
+        Arc::new(k)
+    }
+
+    /// The same natural key: the older resource owns; a recorded id beats age; resources that
+    /// each manage their own object do not conflict.
+    #[test]
+    fn owner_by_claim() {
+        let a = key("a", "ci", 100, None);
+        let b = key("b", "ci", 200, None);
+        let other = key("c", "other", 50, None);
+        let all = vec![a.clone(), b.clone(), other];
+        assert!(preceding_owner(a.as_ref(), None, all.clone()).is_none());
+        assert_eq!(
+            preceding_owner(b.as_ref(), None, all.clone()).map(|o| o.name_any()),
+            Some("a".into())
+        );
+        // b already manages id 7: b owns, a (older, no id) is the loser.
+        let b7 = key("b", "ci", 200, Some(7));
+        let all = vec![a.clone(), b7.clone()];
+        assert!(preceding_owner(b7.as_ref(), None, all.clone()).is_none());
+        assert_eq!(
+            preceding_owner(a.as_ref(), None, all).map(|o| o.name_any()),
+            Some("b".into())
+        );
+        // Each manages its own key: no conflict.
+        let a3 = key("a", "ci", 100, Some(3));
+        assert!(preceding_owner(b7.as_ref(), None, vec![a3.clone(), b7.clone()]).is_none());
+        assert!(preceding_owner(a3.as_ref(), None, vec![a3.clone(), b7.clone()]).is_none());
+        // Same age: by name.
+        let x = key("x", "ci", 100, None);
+        assert_eq!(
+            preceding_owner(x.as_ref(), None, vec![a.clone(), x.clone()]).map(|o| o.name_any()),
+            Some("a".into())
+        );
+    }
+
+    /// A lookup landing on an id another resource records: that resource owns it.
+    #[test]
+    fn owner_by_found_id() {
+        let a = key("a", "ci", 300, Some(9));
+        let b = key("b", "renamed", 100, None);
+        let all = vec![a.clone(), b.clone()];
+        assert_eq!(
+            preceding_owner(b.as_ref(), Some(9), all.clone()).map(|o| o.name_any()),
+            Some("a".into())
+        );
+        assert!(preceding_owner(a.as_ref(), Some(9), all.clone()).is_none());
+        assert!(preceding_owner(b.as_ref(), Some(10), all).is_none());
+    }
+
+    /// The message names the owner and what to change.
+    #[test]
+    fn message_says_what_to_fix() {
+        let a = key("a", "ci", 100, Some(7));
+        let b = key("b", "ci", 200, None);
+        let m = conflict_message(b.as_ref(), a.as_ref());
+        assert!(
+            m.contains("ApiKey default/a already manages API key 7"),
+            "{m}"
+        );
+        assert!(m.contains("spec.name"), "{m}");
+        assert!(m.contains("default/b"), "{m}");
+    }
+}

@@ -1,0 +1,536 @@
+//! Test 9: simulator hardening, beyond the per-endpoint checks of `tests/simulator.rs`: every
+//! route (interface and control) against every kind of bad credential, `allowedIp` on company
+//! and sub account keys, and seeded random bodies and queries that must get a 400 (or a
+//! success), never a 5xx or a dropped connection.
+
+use std::time::Duration;
+
+use mailtarget_operator::simulator::{
+    FaultConfig, MAX_BODY_BYTES, Simulator, SimulatorConfig, SimulatorState,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::capture;
+
+const KEY: &str = "hardening-company-key";
+const ADMIN: &str = "hardening-admin-key";
+
+/// Every route of the interface, with ids of objects that exist.
+const INTERFACE: &[(&str, &str)] = &[
+    ("GET", "/api-key"),
+    ("POST", "/api-key"),
+    ("GET", "/api-key/1"),
+    ("PUT", "/api-key/1"),
+    ("DELETE", "/api-key/1"),
+    ("GET", "/sub-account"),
+    ("POST", "/sub-account"),
+    ("GET", "/sub-account/1"),
+    ("PUT", "/sub-account/1"),
+    ("GET", "/domain/sending"),
+    ("POST", "/domain/sending"),
+    ("GET", "/domain/sending/unverified-spf"),
+    ("GET", "/domain/sending/1"),
+    ("DELETE", "/domain/sending/1"),
+    ("PUT", "/domain/sending/1/share"),
+    ("GET", "/domain/sending/1/spf-suggestion"),
+    ("PUT", "/domain/sending/1/verify-txt"),
+    ("POST", "/layang/transmissions"),
+    ("POST", "/v1/layang/transmissions"),
+    ("GET", "/analytic/summary?from=2024-01-01&to=2024-01-02"),
+    (
+        "GET",
+        "/analytic/summary/breakdown?from=2024-01-01&to=2024-01-02&groupBy=domain",
+    ),
+    ("GET", "/analytic/transmission/tx-1"),
+    ("GET", "/analytic/transmission/tx-1/events"),
+];
+
+/// Every control route.
+const CONTROL: &[(&str, &str)] = &[
+    ("GET", "/_simulator/faults"),
+    ("PUT", "/_simulator/faults"),
+    ("POST", "/_simulator/fail-next"),
+    ("GET", "/_simulator/requests"),
+    ("DELETE", "/_simulator/requests"),
+];
+
+struct Target {
+    sim: Simulator,
+    http: reqwest::Client,
+}
+
+impl Target {
+    async fn start() -> Target {
+        let mut config = SimulatorConfig::new(KEY);
+        config.admin_key = Some(ADMIN.into());
+        let sim = Simulator::start(config).await.expect("simulator");
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .expect("http client");
+        Target { sim, http }
+    }
+
+    /// Sends a request; the connection must produce an answer.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+        content_type: Option<&str>,
+        body: reqwest::Body,
+    ) -> (StatusCode, Value) {
+        let method = Method::from_bytes(method.as_bytes()).expect("method");
+        let mut request = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.sim.base_url()))
+            .body(body);
+        if let Some(a) = authorization {
+            request = request.header("authorization", a);
+        }
+        if let Some(c) = content_type {
+            request = request.header("content-type", c);
+        }
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path}: no answer: {e}"));
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap_or_default();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn json(&self, method: &str, path: &str, key: &str, body: Value) -> Value {
+        let (status, reply) = self
+            .send(
+                method,
+                path,
+                Some(&format!("Bearer {key}")),
+                Some("application/json"),
+                body.to_string().into(),
+            )
+            .await;
+        assert!(status.is_success(), "{method} {path}: {status} {reply}");
+        reply
+    }
+}
+
+fn summary(s: &SimulatorState) -> String {
+    format!(
+        "{:?}",
+        (
+            s.api_keys
+                .iter()
+                .map(|k| (
+                    k.id,
+                    &k.name,
+                    &k.allowed_ip,
+                    &k.permission_ids,
+                    k.updated_at
+                ))
+                .collect::<Vec<_>>(),
+            s.sub_accounts
+                .iter()
+                .map(|a| (a.id, &a.name, &a.status))
+                .collect::<Vec<_>>(),
+            s.sending_domains
+                .iter()
+                .map(|d| (d.id, &d.assignment, d.verify_calls))
+                .collect::<Vec<_>>(),
+            s.transmissions.len(),
+        )
+    )
+}
+
+/// No route answers anything but 401 without valid credentials: no header, a wrong key, the
+/// Basic scheme, an empty Bearer, a deleted key, keys whose `allowedIp` excludes the caller
+/// (a company key, a sub account's first key, an IPv6-only list); the control routes refuse the
+/// company key and API keys too. Nothing changes in the simulator meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_refuses_bad_credentials() {
+    capture::install();
+    let t = Target::start().await;
+    t.json("POST", "/api-key", KEY, json!({"name": "existing"}))
+        .await;
+    t.json("POST", "/sub-account", KEY, json!({"name": "existing", "createApiKey": true, "apiKeyName": "fenced", "allowedIps": "10.1.1.1"})).await;
+    t.json(
+        "POST",
+        "/domain/sending",
+        KEY,
+        json!({"domain": "existing.example.com"}),
+    )
+    .await;
+    let deleted = t
+        .json("POST", "/api-key", KEY, json!({"name": "deleted"}))
+        .await;
+    let deleted_key = deleted["key"].as_str().expect("key").to_string();
+    t.json(
+        "DELETE",
+        &format!("/api-key/{}", deleted["id"]),
+        KEY,
+        json!({}),
+    )
+    .await;
+    let elsewhere = t
+        .json(
+            "POST",
+            "/api-key",
+            KEY,
+            json!({"name": "elsewhere", "allowedIp": "10.9.9.9"}),
+        )
+        .await;
+    let v6_only = t
+        .json(
+            "POST",
+            "/api-key",
+            KEY,
+            json!({"name": "v6", "allowedIp": "::1"}),
+        )
+        .await;
+    let fenced = t
+        .sim
+        .snapshot()
+        .api_keys
+        .iter()
+        .find(|k| k.name == "fenced")
+        .map(|k| k.key.clone())
+        .expect("the sub account's first key");
+    let valid = t
+        .json("POST", "/api-key", KEY, json!({"name": "valid"}))
+        .await;
+    let valid_key = valid["key"].as_str().expect("key").to_string();
+    let before = summary(&t.sim.snapshot());
+    t.sim.clear_request_log();
+
+    let bad: Vec<Option<String>> = vec![
+        None,
+        Some("Bearer wrong-key".into()),
+        Some(format!("Basic {KEY}")),
+        Some("Bearer ".into()),
+        Some(KEY.into()),
+        Some(format!("Bearer {deleted_key}")),
+        Some(format!(
+            "Bearer {}",
+            elsewhere["key"].as_str().expect("key")
+        )),
+        Some(format!("Bearer {}", v6_only["key"].as_str().expect("key"))),
+        Some(format!("Bearer {fenced}")),
+    ];
+    let mut checked = 0;
+    for (method, path) in INTERFACE.iter().chain(CONTROL) {
+        let mut credentials = bad.clone();
+        if path.starts_with("/_simulator") {
+            credentials.push(Some(format!("Bearer {KEY}")));
+            credentials.push(Some(format!("Bearer {valid_key}")));
+        }
+        for auth in &credentials {
+            let (status, body) = t
+                .send(
+                    method,
+                    path,
+                    auth.as_deref(),
+                    Some("application/json"),
+                    "{}".into(),
+                )
+                .await;
+            assert_eq!(
+                status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with {auth:?}: {body}"
+            );
+            assert_eq!(body["error"], "UNAUTHORIZED", "{method} {path}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 200, "{checked} requests checked");
+    assert_eq!(summary(&t.sim.snapshot()), before, "nothing changed");
+    assert_eq!(
+        t.sim.faults().get(),
+        FaultConfig::default(),
+        "faults unchanged"
+    );
+
+    // The same key from an allowed address works (the checks above are not vacuous).
+    let (status, _) = t
+        .send(
+            "GET",
+            "/api-key",
+            Some(&format!("Bearer {valid_key}")),
+            None,
+            "".into(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    t.sim.shutdown().await;
+}
+
+/// A random body: garbage bytes, a mutated valid body, deep nesting, huge numbers or strings.
+fn random_body(rng: &mut StdRng, valid: &str) -> Vec<u8> {
+    match rng.random_range(0..7) {
+        0 => (0..rng.random_range(0..512))
+            .map(|_| rng.random())
+            .collect(),
+        1 => {
+            let mut b = valid.as_bytes().to_vec();
+            let cut = rng.random_range(0..=b.len());
+            b.truncate(cut);
+            b
+        }
+        2 => {
+            let mut b = valid.as_bytes().to_vec();
+            for _ in 0..rng.random_range(1..4) {
+                let i = rng.random_range(0..b.len());
+                b[i] = rng.random();
+            }
+            b
+        }
+        3 => {
+            let depth = rng.random_range(100..5000);
+            format!("{}{}", "[".repeat(depth), "]".repeat(depth)).into_bytes()
+        }
+        4 => format!("{{\"name\": 1e{}}}", rng.random_range(300..100_000)).into_bytes(),
+        5 => format!(
+            "{{\"name\": \"{}\"}}",
+            "x".repeat(rng.random_range(1000..MAX_BODY_BYTES + 5000))
+        )
+        .into_bytes(),
+        _ => {
+            let tokens = [
+                "{",
+                "}",
+                "[",
+                "]",
+                ",",
+                ":",
+                "\"a\"",
+                "null",
+                "-0",
+                "1.5e3",
+                "\"\\u0000\"",
+                "\"\\ud800\"",
+                "true",
+            ];
+            (0..rng.random_range(1..40))
+                .map(|_| tokens[rng.random_range(0..tokens.len())])
+                .collect::<String>()
+                .into_bytes()
+        }
+    }
+}
+
+/// Seeded random bodies (with random content types) on every route that reads a body, random
+/// query strings on every list route, and oversized bodies with and without a Content-Length
+/// (share and verify-txt included, which take no body): each gets a 400 in the error shape, or
+/// a success when the input happens to be valid, never a 5xx and never a dropped connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_bodies_and_queries_never_get_a_server_error() {
+    capture::install();
+    let t = Target::start().await;
+    t.json("POST", "/api-key", KEY, json!({"name": "existing"}))
+        .await;
+    t.json("POST", "/sub-account", KEY, json!({"name": "existing"}))
+        .await;
+    t.json(
+        "POST",
+        "/domain/sending",
+        KEY,
+        json!({"domain": "existing.example.com"}),
+    )
+    .await;
+    let sent = t
+        .json(
+            "POST",
+            "/layang/transmissions",
+            KEY,
+            json!({"subject": "s", "from": {"email": "a@existing.example.com"}, "to": [{"email": "b@example.org"}], "bodyText": "t"}),
+        )
+        .await;
+    let events = format!(
+        "/analytic/transmission/{}/events",
+        sent["transmissionId"].as_str().expect("transmission id")
+    );
+    let routes: &[(&str, &str, &str, &str)] = &[
+        (
+            "POST",
+            "/api-key",
+            KEY,
+            r#"{"name": "k", "permissionIds": [1, 2], "allowedIp": "10.0.0.1"}"#,
+        ),
+        (
+            "PUT",
+            "/api-key/1",
+            KEY,
+            r#"{"name": "k", "permissionType": "custom", "permissionIds": [1]}"#,
+        ),
+        (
+            "POST",
+            "/sub-account",
+            KEY,
+            r#"{"name": "s", "createApiKey": true, "permissionIds": [1], "allowedIps": "10.0.0.1"}"#,
+        ),
+        (
+            "PUT",
+            "/sub-account/1",
+            KEY,
+            r#"{"name": "s2", "status": "active", "ipPoolId": 3}"#,
+        ),
+        (
+            "POST",
+            "/domain/sending",
+            KEY,
+            r#"{"domain": "a.example.com", "assignment": "company", "note": "n"}"#,
+        ),
+        ("PUT", "/domain/sending/1/share", KEY, "{}"),
+        ("PUT", "/domain/sending/1/verify-txt", KEY, "{}"),
+        (
+            "POST",
+            "/layang/transmissions",
+            KEY,
+            r#"{"subject": "s", "from": {"email": "a@existing.example.com"}, "to": [{"email": "b@example.org"}], "bodyText": "t"}"#,
+        ),
+        (
+            "PUT",
+            "/_simulator/faults",
+            ADMIN,
+            r#"{"errorRate": 0.0, "seed": 1}"#,
+        ),
+        (
+            "POST",
+            "/_simulator/fail-next",
+            ADMIN,
+            r#"{"count": 0, "status": 500}"#,
+        ),
+    ];
+    let content_types = [
+        Some("application/json"),
+        Some("application/json; charset=utf-8"),
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+        Some("application/jsonx"),
+    ];
+    let mut rng = StdRng::seed_from_u64(0x5eed);
+    let mut seen = std::collections::BTreeMap::new();
+    for (method, path, key, valid) in routes {
+        for _ in 0..25 {
+            let body = random_body(&mut rng, valid);
+            let content_type = content_types[rng.random_range(0..content_types.len())];
+            let (status, reply) = t
+                .send(
+                    method,
+                    path,
+                    Some(&format!("Bearer {key}")),
+                    content_type,
+                    body.into(),
+                )
+                .await;
+            *seen.entry(status.as_u16()).or_insert(0) += 1;
+            assert!(
+                status == StatusCode::BAD_REQUEST || status.is_success(),
+                "{method} {path}: {status} {reply}"
+            );
+            if status == StatusCode::BAD_REQUEST {
+                assert!(
+                    reply["error"].is_string(),
+                    "{method} {path}: error shape: {reply}"
+                );
+            }
+        }
+        // Oversized, announced by Content-Length and streamed without one.
+        let big = vec![b' '; MAX_BODY_BYTES + 1];
+        let (status, _) = t
+            .send(
+                method,
+                path,
+                Some(&format!("Bearer {key}")),
+                Some("application/json"),
+                big.clone().into(),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path} oversized");
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+            big.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+        let (status, _) = t
+            .send(
+                method,
+                path,
+                Some(&format!("Bearer {key}")),
+                Some("application/json"),
+                reqwest::Body::wrap_stream(futures::stream::iter(chunks)),
+            )
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{method} {path} streamed oversized"
+        );
+    }
+    assert!(seen.get(&400).copied().unwrap_or(0) > 100, "{seen:?}");
+
+    let lists = [
+        "/api-key",
+        "/sub-account",
+        "/domain/sending",
+        "/analytic/summary",
+        "/analytic/summary/breakdown",
+        events.as_str(),
+    ];
+    let params = [
+        "page",
+        "size",
+        "search",
+        "sort",
+        "status",
+        "subAccountId",
+        "permissionType",
+        "from",
+        "to",
+        "groupBy",
+        "domain",
+        "event",
+    ];
+    let values = [
+        "-1",
+        "0",
+        "1",
+        "abc",
+        "%FF",
+        "%00",
+        "99999999999999999999",
+        "1.5",
+        "",
+        "2024-13-45",
+        "2024-01-01",
+        "asc",
+        "desc",
+        "a%2Cb",
+    ];
+    for _ in 0..150 {
+        let path = lists[rng.random_range(0..lists.len())];
+        let query: Vec<String> = (0..rng.random_range(0..5))
+            .map(|_| {
+                format!(
+                    "{}={}",
+                    params[rng.random_range(0..params.len())],
+                    values[rng.random_range(0..values.len())]
+                )
+            })
+            .collect();
+        let url = format!("{path}?{}", query.join("&"));
+        let (status, reply) = t
+            .send("GET", &url, Some(&format!("Bearer {KEY}")), None, "".into())
+            .await;
+        assert!(
+            status == StatusCode::BAD_REQUEST || status.is_success(),
+            "GET {url}: {status} {reply}"
+        );
+    }
+    t.sim.shutdown().await;
+}

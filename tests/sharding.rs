@@ -1,0 +1,265 @@
+//! Sharding by label selector: two operator instances on one cluster and one account, each
+//! scoped to its own `shard` label, converge disjoint halves of the objects and never touch the
+//! other half (nor objects matching neither selector).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{KEY, WAIT, api_client, install_crds, ready_is, wait_for};
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use mailtarget_operator::controller::metrics::Metrics;
+use mailtarget_operator::controller::{Operator, Settings};
+use mailtarget_operator::crd::{ApiKey, Condition, SendingDomain, SubAccount};
+use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
+use mailtarget_test_apiserver::TestApiServer;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+/// Objects per shard: 4 sub accounts, their first 3 keys, 3 domains.
+const SUBS: usize = 4;
+const KEYS: usize = 3;
+const DOMAINS: usize = 3;
+
+fn labels(shard: Option<&str>) -> Value {
+    match shard {
+        Some(s) => json!({ "shard": s }),
+        None => json!({}),
+    }
+}
+
+fn sub_account(shard: Option<&str>, name: &str) -> Value {
+    json!({
+        "apiVersion": "mailtarget.co/v1alpha1",
+        "kind": "SubAccount",
+        "metadata": {"name": name, "labels": labels(shard)},
+        "spec": {"apiKey": {"name": format!("{name}-key"), "secretName": format!("{name}-secret")}},
+    })
+}
+
+fn api_key(shard: Option<&str>, sub: &str) -> Value {
+    json!({
+        "apiVersion": "mailtarget.co/v1alpha1",
+        "kind": "ApiKey",
+        "metadata": {"name": format!("{sub}-key"), "labels": labels(shard)},
+        "spec": {"subAccountRef": {"name": sub}, "secretName": format!("{sub}-key-value")},
+    })
+}
+
+fn sending_domain(shard: Option<&str>, name: &str) -> Value {
+    json!({
+        "apiVersion": "mailtarget.co/v1alpha1",
+        "kind": "SendingDomain",
+        "metadata": {"name": name, "labels": labels(shard)},
+        "spec": {"domain": format!("{name}.example.com")},
+    })
+}
+
+async fn create<K>(kube: &kube::Client, manifest: Value)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(manifest).unwrap();
+    Api::<K>::namespaced(kube.clone(), "default")
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+}
+
+/// Creates the 10 objects of `shard` (names prefixed with the shard, or `none`).
+async fn create_shard(kube: &kube::Client, shard: Option<&str>) {
+    let prefix = shard.unwrap_or("none");
+    for i in 0..SUBS {
+        create::<SubAccount>(kube, sub_account(shard, &format!("{prefix}-sub-{i}"))).await;
+    }
+    for i in 0..KEYS {
+        create::<ApiKey>(kube, api_key(shard, &format!("{prefix}-sub-{i}"))).await;
+    }
+    for i in 0..DOMAINS {
+        create::<SendingDomain>(kube, sending_domain(shard, &format!("{prefix}-dom-{i}"))).await;
+    }
+}
+
+/// One in-process operator instance scoped to `shard=<shard>`.
+struct Instance {
+    metrics: Arc<Metrics>,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn start_instance(kube: &kube::Client, sim: &Simulator, shard: &str) -> Instance {
+    let metrics = Arc::new(Metrics::default());
+    let settings = Settings {
+        resync_interval: Duration::from_secs(3),
+        verify_first_interval: Duration::from_millis(200),
+        verify_max_interval: Duration::from_secs(1),
+        max_error_backoff: Duration::from_secs(2),
+    };
+    let operator = Operator::new(
+        kube.clone(),
+        api_client(sim),
+        metrics.clone(),
+        settings,
+        format!("instance-{shard}"),
+    )
+    .scoped(None, Some(format!("shard={shard}")));
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(operator.run(async move {
+        let _ = rx.await;
+    }));
+    Instance {
+        metrics,
+        stop,
+        task,
+    }
+}
+
+/// Sum of `mailtarget_objects` samples with `ready="<ready>"` in `metrics`.
+fn objects_gauge(metrics: &Metrics, ready: &str) -> i64 {
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| {
+            l.starts_with("mailtarget_objects{") && l.contains(&format!("ready=\"{ready}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+        .sum()
+}
+
+fn ready<K: kube::Resource>(obj: &K, conditions: Option<&Vec<Condition>>) -> bool {
+    conditions.is_some_and(|c| ready_is(obj, c, "True", None))
+}
+
+/// Waits (through watches, bounded) until every object of `shard` is Ready.
+async fn wait_shard_ready(kube: &kube::Client, shard: &str) {
+    let subs: Api<SubAccount> = Api::namespaced(kube.clone(), "default");
+    let keys: Api<ApiKey> = Api::namespaced(kube.clone(), "default");
+    let domains: Api<SendingDomain> = Api::namespaced(kube.clone(), "default");
+    for i in 0..SUBS {
+        wait_for(
+            &subs,
+            &format!("{shard}-sub-{i}"),
+            "Ready",
+            |o: &SubAccount| ready(o, o.status.as_ref().map(|s| &s.conditions)),
+        )
+        .await;
+    }
+    for i in 0..KEYS {
+        wait_for(
+            &keys,
+            &format!("{shard}-sub-{i}-key"),
+            "Ready",
+            |o: &ApiKey| ready(o, o.status.as_ref().map(|s| &s.conditions)),
+        )
+        .await;
+    }
+    for i in 0..DOMAINS {
+        wait_for(
+            &domains,
+            &format!("{shard}-dom-{i}"),
+            "Ready",
+            |o: &SendingDomain| ready(o, o.status.as_ref().map(|s| &s.conditions)),
+        )
+        .await;
+    }
+}
+
+/// Two instances with disjoint label selectors each converge exactly their own 10 objects:
+/// every object's events come from its own shard's instance, each instance counts 10 objects,
+/// and an object matching neither selector is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_converge_disjoint_shards() {
+    let server = TestApiServer::start().await.unwrap();
+    let kube = server.client();
+    install_crds(&kube).await;
+    let sim = Simulator::start(SimulatorConfig::new(KEY)).await.unwrap();
+    let a = start_instance(&kube, &sim, "a");
+    let b = start_instance(&kube, &sim, "b");
+
+    create_shard(&kube, Some("a")).await;
+    create_shard(&kube, Some("b")).await;
+    create::<SubAccount>(&kube, sub_account(None, "unsharded")).await;
+    create::<SendingDomain>(&kube, sending_domain(None, "unsharded-dom")).await;
+
+    wait_shard_ready(&kube, "a").await;
+    wait_shard_ready(&kube, "b").await;
+    let per_shard = SUBS + KEYS + DOMAINS;
+
+    // The service holds exactly the objects of both shards, once each.
+    let state = sim.snapshot();
+    let mut sub_names: Vec<&str> = state.sub_accounts.iter().map(|s| s.name.as_str()).collect();
+    sub_names.sort_unstable();
+    let mut expected: Vec<String> = ["a", "b"]
+        .iter()
+        .flat_map(|s| (0..SUBS).map(move |i| format!("{s}-sub-{i}")))
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(sub_names, expected, "sub accounts in the service");
+    assert_eq!(state.sending_domains.len(), 2 * DOMAINS, "sending domains");
+
+    // Each instance counts exactly its own objects, all Ready.
+    for (name, instance) in [("a", &a), ("b", &b)] {
+        assert_eq!(
+            objects_gauge(&instance.metrics, "true"),
+            per_shard as i64,
+            "Ready objects counted by instance {name}"
+        );
+        assert_eq!(
+            objects_gauge(&instance.metrics, "false"),
+            0,
+            "not-Ready objects counted by instance {name}"
+        );
+    }
+
+    // Every event about an object comes from the instance of that object's shard.
+    let events: Api<Event> = Api::namespaced(kube.clone(), "default");
+    let events = events.list(&ListParams::default()).await.unwrap();
+    let mut seen = BTreeSet::new();
+    for e in &events {
+        let regarding = e
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        let shard = regarding.split('-').next().unwrap_or_default().to_string();
+        assert!(
+            shard == "a" || shard == "b",
+            "event about an object of no shard: {regarding} ({:?})",
+            e.reason
+        );
+        assert_eq!(
+            e.reporting_instance.as_deref(),
+            Some(format!("instance-{shard}").as_str()),
+            "event {:?} about {regarding}",
+            e.reason
+        );
+        seen.insert(regarding);
+    }
+    assert!(
+        seen.len() >= 2 * (SUBS + DOMAINS),
+        "every created object has an event: {seen:?}"
+    );
+
+    // Objects matching neither selector were never touched: no status, no finalizer.
+    let subs: Api<SubAccount> = Api::namespaced(kube.clone(), "default");
+    let unsharded = subs.get("unsharded").await.unwrap();
+    assert!(unsharded.status.is_none(), "{:?}", unsharded.status);
+    assert!(unsharded.finalizers().is_empty());
+    let domains: Api<SendingDomain> = Api::namespaced(kube.clone(), "default");
+    let unsharded = domains.get("unsharded-dom").await.unwrap();
+    assert!(unsharded.status.is_none(), "{:?}", unsharded.status);
+    assert!(unsharded.finalizers().is_empty());
+
+    for instance in [a, b] {
+        let _ = instance.stop.send(());
+        let _ = tokio::time::timeout(WAIT, instance.task).await;
+    }
+}
