@@ -56,6 +56,7 @@ pub async fn run(
         kube_calls: None,
         latency,
         concurrency,
+        fixed_window: false,
     };
     let mut rows = Vec::new();
 

@@ -34,6 +34,8 @@ pub struct Row {
     pub latency: Duration,
     /// Requests in flight allowed per account.
     pub concurrency: usize,
+    /// The phase lasts a fixed time (a resync interval), so wall / floor means nothing.
+    pub fixed_window: bool,
 }
 
 impl Row {
@@ -69,7 +71,7 @@ pub fn print(rows: &[Row]) {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let floor = r.floor();
-        let ratio_floor = if floor.is_zero() {
+        let ratio_floor = if floor.is_zero() || r.fixed_window {
             "–".to_string()
         } else {
             format!("{:.2}", r.wall.as_secs_f64() / floor.as_secs_f64())

@@ -11,7 +11,8 @@
 //! 3. then namespace and name, in alphabetical order.
 //!
 //! A loser stays `Stalled` until its spec changes or the operator restarts; deleting it never
-//! touches the owner's API object. Resources outside the operator's watch (another namespace
+//! touches the owner's API object. `ObserveOnly` resources never write, so they take part in
+//! none of this: any number of them may observe an object, managed or not. Resources outside the operator's watch (another namespace
 //! when `--namespace` is set, another shard's label selector) are not compared.
 
 use std::sync::{Arc, OnceLock};
@@ -65,13 +66,15 @@ pub trait Claimant: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
     fn claim(&self) -> Claim;
     /// `status.id`.
     fn recorded_id(&self) -> Option<i64>;
+    /// False under `managementPolicy: ObserveOnly`: such a resource never writes, so it owns
+    /// nothing and conflicts with nobody.
+    fn writes(&self) -> bool;
 }
 
 fn external_id<K: Resource>(obj: &K) -> Option<i64> {
     validate::external_id(Some(obj.annotations()))
         .ok()
         .flatten()
-        .filter(|_| obj.annotations().contains_key(ANNOTATION_EXTERNAL_ID))
 }
 
 impl Claimant for SubAccount {
@@ -85,6 +88,9 @@ impl Claimant for SubAccount {
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
+    }
+    fn writes(&self) -> bool {
+        self.spec.management_policy.may_write()
     }
 }
 
@@ -112,6 +118,9 @@ impl Claimant for ApiKey {
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
     }
+    fn writes(&self) -> bool {
+        self.spec.management_policy.may_write()
+    }
 }
 
 impl Claimant for SendingDomain {
@@ -128,6 +137,9 @@ impl Claimant for SendingDomain {
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
+    }
+    fn writes(&self) -> bool {
+        self.spec.management_policy.may_write()
     }
 }
 
@@ -150,7 +162,7 @@ fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, St
 /// Rivals are the resources with the same [`Claim`] (unless both record different ids, i.e.
 /// each already manages its own object), and, when `id` is given, those recording `id` in
 /// `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
-/// before `obj`.
+/// before `obj`. `ObserveOnly` resources are neither owners nor rivals.
 pub fn preceding_owner<K: Claimant>(
     obj: &K,
     id: Option<i64>,
@@ -160,9 +172,12 @@ pub fn preceding_owner<K: Claimant>(
     let claim = obj.claim();
     let mine = obj.recorded_id();
     let by_claim = id.is_none();
+    if !obj.writes() {
+        return None;
+    }
     others
         .into_iter()
-        .filter(|o| o.uid() != uid)
+        .filter(|o| o.uid() != uid && o.writes())
         .filter(|o| {
             if by_claim {
                 let both_differ = matches!((mine, o.recorded_id()), (Some(a), Some(b)) if a != b);
@@ -266,6 +281,26 @@ mod tests {
         assert_eq!(
             preceding_owner(x.as_ref(), None, vec![a.clone(), x.clone()]).map(|o| o.name_any()),
             Some("a".into())
+        );
+    }
+
+    /// ObserveOnly resources neither own nor lose.
+    #[test]
+    fn observe_only_takes_no_part() {
+        let a = key("a", "ci", 100, None);
+        let mut b = (*key("b", "ci", 200, None)).clone();
+        b.spec.management_policy = crate::crd::ManagementPolicy::ObserveOnly;
+        let b = Arc::new(b);
+        assert!(preceding_owner(b.as_ref(), None, vec![a.clone(), b.clone()]).is_none());
+        let c = key("c", "ci", 300, None);
+        assert_eq!(
+            preceding_owner(c.as_ref(), None, vec![a.clone(), b.clone(), c.clone()])
+                .map(|o| o.name_any()),
+            Some("a".into())
+        );
+        let c_early = key("c", "ci", 50, None);
+        assert!(
+            preceding_owner(c_early.as_ref(), None, vec![b.clone(), c_early.clone()]).is_none()
         );
     }
 

@@ -54,6 +54,7 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     stalled: Mutex<HashMap<String, Option<i64>>>,
     details_read: Mutex<HashMap<String, Instant>>,
+    status_written: Mutex<HashMap<String, String>>,
     /// The controllers' caches, to find resources that claim the same API object.
     pub claims: super::claims::Claims,
     /// The managed Secrets (label `app.kubernetes.io/managed-by=mailtarget-operator`), cached
@@ -88,6 +89,7 @@ impl Context {
             failures: Mutex::default(),
             stalled: Mutex::default(),
             details_read: Mutex::default(),
+            status_written: Mutex::default(),
             claims: super::claims::Claims::default(),
             secret_cache: std::sync::OnceLock::new(),
         }
@@ -159,6 +161,30 @@ impl Context {
         if let Ok(mut m) = self.details_read.lock() {
             m.insert(key.to_string(), Instant::now());
         }
+    }
+
+    /// Records the `resourceVersion` that this operator's last status write of `key` produced
+    /// (`None` forgets `key`, e.g. once it is deleted).
+    pub fn status_written(&self, key: &str, resource_version: Option<String>) {
+        if let Ok(mut m) = self.status_written.lock() {
+            match resource_version {
+                Some(rv) => m.insert(key.to_string(), rv),
+                None => m.remove(key),
+            };
+        }
+    }
+
+    /// True when `resource_version` is the one this operator's last status write of `key`
+    /// produced: a copy of the object at that version holds everything the operator wrote.
+    /// (Resource versions are opaque: only equality is meaningful.)
+    pub fn is_last_status_write(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let Some(rv) = resource_version else {
+            return false;
+        };
+        self.status_written
+            .lock()
+            .map(|m| m.get(key).is_some_and(|w| w == rv))
+            .unwrap_or(false)
     }
 
     /// Forgets the failures of `key` after a success.

@@ -196,6 +196,7 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
                 Finalizer::Apply(o) => apply(o.as_ref(), &ctx, &api).await,
                 Finalizer::Cleanup(o) => {
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
+                    ctx.status_written(&object_key(o.as_ref()), None);
                     if let Some(id) = o.recorded_id()
                         && ctx.claims.owner(o.as_ref(), Some(id)).await.is_some()
                     {
@@ -217,11 +218,20 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // The controller's cached copy can predate this operator's last status write (a Secret
     // event may start the next reconcile before the watch delivers that write). A status built
     // from it would drop fields such as `status.id` (server-side apply removes the fields its
-    // manager stops sending), so the object is read again first.
-    let Some(fresh) = api.get_opt(&name).await? else {
-        return Ok(Action::await_change());
+    // manager stops sending), so the object is read again first, unless the cached copy is the
+    // very version that write produced (the common case: a resync, or the reconcile the write
+    // itself triggered).
+    let fresh;
+    let obj = if ctx.is_last_status_write(&object_key(obj), obj.meta().resource_version.as_deref())
+    {
+        obj
+    } else {
+        let Some(read) = api.get_opt(&name).await? else {
+            return Ok(Action::await_change());
+        };
+        fresh = read;
+        &fresh
     };
-    let obj = &fresh;
     let generation = obj.meta().generation;
     let key = object_key(obj);
     if ctx.is_stalled(&key, generation) {
@@ -238,7 +248,8 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
             message: "first reconcile".into(),
         };
         set_conditions(first.conditions_mut(), &outcome, generation);
-        patch_status(api, &name, &first).await?;
+        let written = patch_status(api, &name, &first).await?;
+        ctx.status_written(&key, written);
     }
     let converged = match ctx.claims.owner(obj, None).await {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
@@ -257,7 +268,8 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // A resync that finds everything in order writes nothing (the status read at the start of
     // this reconcile is the one to keep).
     if serde_json::to_value(&status).ok() != serde_json::to_value(&old).ok() {
-        patch_status(api, &name, &status).await?;
+        let written = patch_status(api, &name, &status).await?;
+        ctx.status_written(&key, written);
     }
     match outcome {
         Outcome::Stalled { .. } => ctx.mark_stalled(&key, generation),

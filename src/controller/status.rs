@@ -98,10 +98,15 @@ pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: 
 }
 
 /// Writes `status` of `name` with server-side apply under the operator's field manager
-/// (the status subresource; `force` takes ownership from earlier managers).
+/// (the status subresource; `force` takes ownership from earlier managers). Returns the
+/// `metadata.resourceVersion` the write produced.
 ///
 /// Errors: the Kubernetes API's error.
-pub async fn patch_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<(), kube::Error>
+pub async fn patch_status<K, S>(
+    api: &Api<K>,
+    name: &str,
+    status: &S,
+) -> Result<Option<String>, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     S: Serialize,
@@ -111,13 +116,14 @@ where
         "kind": K::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    Ok(written.meta().resource_version.clone())
 }
 
 #[cfg(test)]

@@ -84,7 +84,11 @@ async fn converge(
     }
     let mut detail: Option<SubAccountDetail> = None;
     if let Some((item, _)) = &lookup
-        && (spec_changed(obj, old.observed_generation)
+        // The list item lacks `ipPoolId` (compared only when the spec sets it) and the fields
+        // status mirrors from the detail (read once, when the sub account is adopted); an
+        // update's answer is a detail too.
+        && ((spec_changed(obj, old.observed_generation)
+            && (subaccount::needs_detail(&desired) || old.id.is_none()))
             || (subaccount::needs_detail(&desired) && ctx.detail_due(&object_key(obj))))
     {
         detail = Some(

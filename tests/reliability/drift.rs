@@ -118,19 +118,19 @@ async fn changes_at_the_service_are_corrected_at_resync() {
     })
     .await;
     let dkim = new_domain.dkim_private_key.clone();
-    let kube = rig.kube.clone();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while secret_value(&kube, "mail-0-dkim", "dkimPrivateKey")
-        .await
-        .as_deref()
-        != Some(&dkim)
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the new DKIM private key reached its Secret"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let secrets: Api<Secret> = Api::namespaced(rig.kube.clone(), NS);
+    wait_for(
+        &secrets,
+        "mail-0-dkim",
+        "holding the new DKIM private key",
+        move |s: &Secret| {
+            s.data
+                .as_ref()
+                .and_then(|d| d.get("dkimPrivateKey"))
+                .is_some_and(|v| v.0 == dkim.as_bytes())
+        },
+    )
+    .await;
     let creates: Vec<String> = rig
         .sim
         .request_log()

@@ -88,7 +88,10 @@ async fn all_report(rig: &Rig, reason: &'static str, says: &'static str) {
         })
         .await;
         for c in obj.conditions() {
-            assert!(!c.message.contains(PLANTED), "a body reached a condition: {c:?}");
+            assert!(
+                !c.message.contains(PLANTED),
+                "a body reached a condition: {c:?}"
+            );
         }
     }
     one(rig.api::<SubAccount>(), "team-0", reason, says).await;
