@@ -213,25 +213,35 @@ async fn not_ready(kube: &kube::Client) -> String {
     format!("{reasons:?}")
 }
 
-/// Waits until the operator's reconcile counter stays the same for two seconds, at most
-/// `limit` (when creating took longer than a resync interval, resyncs have begun and the
-/// operator never idles; the measurement then starts anyway).
-async fn settle(http: &reqwest::Client, addr: SocketAddr, limit: Duration) -> Result<(), String> {
+/// How long the operator must run no reconcile to count as idle.
+const IDLE: Duration = Duration::from_secs(2);
+
+/// Waits until the operator's reconcile counter stays the same for [`IDLE`], at most `limit`
+/// (when creating took longer than a resync interval, resyncs have begun and the operator
+/// never idles; the measurement then starts anyway). Returns how long it was idle and the CPU
+/// seconds process `pid` spent meanwhile.
+async fn settle(
+    http: &reqwest::Client,
+    addr: SocketAddr,
+    limit: Duration,
+    pid: u32,
+) -> Result<Option<(Duration, f64)>, String> {
     let deadline = Instant::now() + limit;
     let mut last = -1.0;
-    let mut stable_since = Instant::now();
+    let mut stable_since = (Instant::now(), 0.0);
     while Instant::now() < deadline {
         let now = probe::scrape(http, addr).await?.reconciles;
         if now != last {
             last = now;
-            stable_since = Instant::now();
-        } else if stable_since.elapsed() >= Duration::from_secs(2) {
-            return Ok(());
+            stable_since = (Instant::now(), probe::cpu_seconds(pid).unwrap_or(0.0));
+        } else if stable_since.0.elapsed() >= IDLE {
+            let cpu = probe::cpu_seconds(pid).unwrap_or(0.0) - stable_since.1;
+            return Ok(Some((stable_since.0.elapsed(), cpu)));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     eprintln!("note: the operator kept reconciling for {limit:?} after every object was Ready");
-    Ok(())
+    Ok(None)
 }
 
 /// Requests the operator made to the Kubernetes API, by endpoint, among `log` entries: the
@@ -287,6 +297,7 @@ impl Harness<'_> {
         phase: &str,
         min_writes: usize,
         min_reads: usize,
+        chain: usize,
     ) -> Result<(Row, BTreeMap<String, usize>), String> {
         let wall = mark.started.elapsed();
         let records = self.sim.request_log();
@@ -314,6 +325,7 @@ impl Harness<'_> {
             latency: self.settings.latency,
             concurrency: self.settings.api_concurrency,
             fixed_window: phase.starts_with("resync"),
+            chain,
         };
         Ok((row, kube))
     }
@@ -450,17 +462,39 @@ pub async fn run(
             "create → all Ready",
             counts.sub_accounts + 2 * counts.sending_domains,
             3 + counts.api_keys + counts.sending_domains,
+            2,
         )
         .await?,
     );
 
     // One full resync with nothing changed: every object's resync falls in any window of
     // 1.1 × the interval (the delay is jittered by up to 10%).
-    settle(&h.http, metrics, settings.resync_interval).await?;
+    if let Some((idle, cpu)) = settle(&h.http, metrics, settings.resync_interval, h.pid).await? {
+        rows.push((
+            Row {
+                n,
+                phase: "idle (no reconcile)".into(),
+                wall: idle,
+                calls: Calls::default(),
+                min_writes: 0,
+                min_reads: 0,
+                reconciles: Some(0.0),
+                p50_p99_ms: (None, None),
+                peak_rss_mib: probe::peak_rss_mib(h.pid),
+                cpu_s: Some(cpu),
+                kube_calls: None,
+                latency: settings.latency,
+                concurrency: settings.api_concurrency,
+                fixed_window: true,
+                chain: 0,
+            },
+            BTreeMap::new(),
+        ));
+    }
     let mark = h.mark().await?;
     tokio::time::sleep(settings.resync_interval.mul_f64(1.1)).await;
     rows.push(
-        h.row(&mark, "resync, no change", 0, counts.list_pages())
+        h.row(&mark, "resync, no change", 0, counts.list_pages(), 1)
             .await?,
     );
 
@@ -489,8 +523,14 @@ pub async fn run(
     // Minimum: one PUT per change; a key's detail before its PUT (the list lacks permissions).
     let key_changes = changes.iter().filter(|c| c.kind == "ApiKey").count();
     rows.push(
-        h.row(&mark, "change 1% → Ready", changes.len(), key_changes)
-            .await?,
+        h.row(
+            &mark,
+            "change 1% → Ready",
+            changes.len(),
+            key_changes,
+            if key_changes > 0 { 2 } else { 1 },
+        )
+        .await?,
     );
 
     if sim.max_concurrent_requests() > settings.api_concurrency {

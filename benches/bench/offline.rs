@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use mailtarget_operator::api::{Client, ClientConfig};
 use mailtarget_operator::manifest;
 use mailtarget_operator::offline::{apply, plan};
-use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
+use mailtarget_operator::simulator::{RequestRecord, Simulator, SimulatorConfig};
 
 use crate::calls;
 use crate::report::Row;
@@ -42,22 +42,24 @@ pub async fn run(
     )
     .map_err(|e| e.to_string())?;
     let counts = Counts::of(n);
-    let row = |phase: &str, wall: Duration, log, min_writes, min_reads| Row {
-        n,
-        phase: format!("{phase}{suffix}"),
-        wall,
-        calls: calls::count(log),
-        min_writes,
-        min_reads,
-        reconciles: None,
-        p50_p99_ms: (None, None),
-        peak_rss_mib: None,
-        cpu_s: None,
-        kube_calls: None,
-        latency,
-        concurrency,
-        fixed_window: false,
-    };
+    let row =
+        |phase: &str, wall: Duration, log: &[RequestRecord], min_writes, min_reads, chain| Row {
+            n,
+            phase: format!("{phase}{suffix}"),
+            wall,
+            calls: calls::count(log),
+            min_writes,
+            min_reads,
+            reconciles: None,
+            p50_p99_ms: (None, None),
+            peak_rss_mib: None,
+            cpu_s: None,
+            kube_calls: None,
+            latency,
+            concurrency,
+            fixed_window: false,
+            chain,
+        };
     let mut rows = Vec::new();
 
     // First apply: everything is created. Minimum: a POST per sub account (its first key comes
@@ -82,6 +84,7 @@ pub async fn run(
         &log,
         counts.sub_accounts + 2 * counts.sending_domains,
         3 + counts.api_keys,
+        2,
     ));
 
     // Second apply: nothing changes. Reads: the lists, each key's detail (permissions) and
@@ -106,6 +109,7 @@ pub async fn run(
         &log,
         0,
         counts.list_pages() + counts.api_keys + counts.sending_domains,
+        2,
     ));
     if sim.max_concurrent_requests() > concurrency {
         return Err(format!(

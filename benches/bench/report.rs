@@ -36,13 +36,22 @@ pub struct Row {
     pub concurrency: usize,
     /// The phase lasts a fixed time (a resync interval), so wall / floor means nothing.
     pub fixed_window: bool,
+    /// Calls one object needs one after the other in this phase (e.g. a key's detail GET, then
+    /// its PUT): no concurrency makes the phase shorter than that many latencies.
+    pub chain: usize,
 }
 
 impl Row {
-    /// calls × latency / concurrency: the time the calls need at the API's speed limit.
+    /// The time the calls need at the API's speed limit: calls × latency / concurrency, or the
+    /// latency of the calls one object makes one after the other when that is longer.
     pub fn floor(&self) -> Duration {
-        self.latency
-            .mul_f64(self.calls.total as f64 / self.concurrency.max(1) as f64)
+        let throughput = self
+            .latency
+            .mul_f64(self.calls.total as f64 / self.concurrency.max(1) as f64);
+        let chain = self
+            .latency
+            .mul_f64(self.chain.min(self.calls.total) as f64);
+        throughput.max(chain)
     }
 }
 

@@ -67,14 +67,13 @@ fn finish(st: &mut Store, k: &Key, mut o: Value) {
 /// True when a pass can change something: an object is being deleted, or names an owner that
 /// no longer exists. Checked without copying objects, since it runs after every write.
 fn needs_pass(st: &Store) -> bool {
-    let uids: HashSet<&str> = st.objects().filter_map(|o| meta_str(o, "uid")).collect();
     st.objects().any(|o| {
         is_deleting(o)
             || o["metadata"]["ownerReferences"]
                 .as_array()
                 .is_some_and(|refs| {
                     refs.iter()
-                        .any(|r| r["uid"].as_str().is_none_or(|u| !uids.contains(u)))
+                        .any(|r| r["uid"].as_str().is_none_or(|u| !st.has_uid(u)))
                 })
     })
 }

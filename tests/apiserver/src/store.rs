@@ -2,7 +2,7 @@
 //! a bounded history of change events used to serve watches from a resourceVersion (Kubernetes API
 //! concepts, "Resource versions" and "Efficient detection of changes").
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -55,8 +55,11 @@ pub struct Store {
     window: usize,
     tx: broadcast::Sender<Arc<ChangeEvent>>,
     /// Set by a change that can give the garbage collector work (a removal, an object being
-    /// deleted, changed ownerReferences); cleared by [`crate::gc::sweep`] once it is stable.
+    /// deleted, ownerReferences naming a missing owner); cleared by [`crate::gc::sweep`] once it
+    /// is stable.
     gc_dirty: bool,
+    /// `metadata.uid` of every stored object.
+    uids: HashSet<String>,
 }
 
 /// RFC 3339 UTC timestamp with second precision, as in `metadata.creationTimestamp`.
@@ -123,7 +126,13 @@ impl Store {
             window: window.max(1),
             tx,
             gc_dirty: false,
+            uids: HashSet::new(),
         }
+    }
+
+    /// True when an object with this `metadata.uid` is stored.
+    pub fn has_uid(&self, uid: &str) -> bool {
+        self.uids.contains(uid)
     }
 
     /// True when a change since the last stable garbage collection can give it work.
@@ -251,11 +260,19 @@ impl Store {
             .entry(key.clone())
             .or_default()
             .insert((ns.clone(), name.clone()), obj.clone());
+        if let Some(uid) = meta_str(&obj, "uid") {
+            self.uids.insert(uid.to_string());
+        }
+        let refs = &obj["metadata"]["ownerReferences"];
         self.gc_dirty |= is_deleting(&obj)
-            || prev
+            || (prev
                 .as_ref()
                 .map_or(&Value::Null, |p| &p["metadata"]["ownerReferences"])
-                != &obj["metadata"]["ownerReferences"];
+                != refs
+                && refs.as_array().is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r["uid"].as_str().is_none_or(|u| !self.uids.contains(u)))
+                }));
         let etype = if prev.is_some() {
             EventType::Modified
         } else {
@@ -287,6 +304,9 @@ impl Store {
             .get_mut(key)?
             .remove(&(ns.to_string(), name.to_string()))?;
         self.gc_dirty = true;
+        if let Some(uid) = meta_str(&prev, "uid") {
+            self.uids.remove(uid);
+        }
         let rv = self.next_rv();
         let mut obj = last.unwrap_or_else(|| prev.clone());
         meta_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
