@@ -57,6 +57,7 @@ pub async fn run(
             kube_calls: None,
             latency,
             concurrency,
+            rps,
             fixed_window: false,
             chain,
         };

@@ -34,6 +34,8 @@ pub struct Row {
     pub latency: Duration,
     /// Requests in flight allowed per account.
     pub concurrency: usize,
+    /// Requests per second allowed per account, when limited.
+    pub rps: Option<u32>,
     /// The phase lasts a fixed time (a resync interval), so wall / floor means nothing.
     pub fixed_window: bool,
     /// Calls one object needs one after the other in this phase (e.g. a key's detail GET, then
@@ -42,8 +44,9 @@ pub struct Row {
 }
 
 impl Row {
-    /// The time the calls need at the API's speed limit: calls × latency / concurrency, or the
-    /// latency of the calls one object makes one after the other when that is longer.
+    /// The time the calls need at the API's speed limit: calls × latency / concurrency (or
+    /// calls / requests per second, when limited), or the latency of the calls one object makes
+    /// one after the other when that is longer.
     pub fn floor(&self) -> Duration {
         let throughput = self
             .latency
@@ -51,7 +54,10 @@ impl Row {
         let chain = self
             .latency
             .mul_f64(self.chain.min(self.calls.total) as f64);
-        throughput.max(chain)
+        let rate = self.rps.map_or(Duration::ZERO, |rps| {
+            Duration::from_secs_f64(self.calls.total as f64 / f64::from(rps.max(1)))
+        });
+        throughput.max(chain).max(rate)
     }
 }
 

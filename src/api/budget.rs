@@ -14,11 +14,14 @@ pub(crate) struct Budget {
 
 impl Budget {
     /// A budget of `max_concurrency` requests in flight (0 counts as 1) and, when given,
-    /// `requests_per_second` requests started per second (bursts up to that number).
+    /// `requests_per_second` requests started per second, evenly spaced (no bursts: any one
+    /// second, however aligned, sees at most that many requests start, plus one).
     pub(crate) fn new(max_concurrency: usize, requests_per_second: Option<NonZeroU32>) -> Self {
         Self {
             slots: Semaphore::new(max_concurrency.clamp(1, Semaphore::MAX_PERMITS)),
-            rate: requests_per_second.map(|rps| RateLimiter::direct(Quota::per_second(rps))),
+            rate: requests_per_second.map(|rps| {
+                RateLimiter::direct(Quota::per_second(rps).allow_burst(NonZeroU32::MIN))
+            }),
         }
     }
 
