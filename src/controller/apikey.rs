@@ -8,14 +8,14 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
 use super::cache::lookup_stalls;
-use super::common::spec_changed;
+use super::common::{delete_per_policy, spec_changed};
 use super::context::{Context, object_key};
-use super::error::{Error, Result};
+use super::error::Result;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError, SecretWrite};
 use super::status::Outcome;
 use crate::api::ApiKeyDetail;
-use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy, SubAccount};
+use crate::crd::{ApiKey, ApiKeyStatus, SubAccount};
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action as Plan, Lookup, MatchedBy, apikey};
 
@@ -42,14 +42,7 @@ impl Managed for ApiKey {
 async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeResult<ApiKeyStatus> {
     let desired = match apikey::desired(obj) {
         Ok(d) => d,
-        Err(problems) => {
-            let message = problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(Failure::stalled("InvalidSpec", message, old));
-        }
+        Err(problems) => return Err(Failure::invalid_spec(&problems, old)),
     };
     // Dereference spec.subAccountRef.
     let scope = match &desired.sub_account_ref {
@@ -111,15 +104,15 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
     } else {
         keys
     };
-    let lookup = keys.read(|items| match apikey::lookup(&desired, old.id, scope, items) {
-        Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
-        Lookup::Missing => Ok(None),
-        Lookup::Ambiguous(ids) => Err(Failure::stalled(
-            "AmbiguousMatch",
-            format!("{} API keys are named \"{}\" (ids {:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name, ids),
-            old,
-        )),
-        Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names API key {id}, which does not exist"), old)),
+    let lookup = keys.read(|items| {
+        let lookup = apikey::lookup(&desired, old.id, scope, items);
+        if let Some((reason, message)) = lookup.blocked("API key", &desired.name) {
+            return Err(Failure::stalled(reason, message, old));
+        }
+        Ok(match lookup {
+            Lookup::Found(item, found) => Some((item.clone(), found)),
+            _ => None,
+        })
     })?;
     if let Some((_, found)) = &lookup
         && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
@@ -359,26 +352,19 @@ async fn observe(
 
 async fn cleanup(obj: &ApiKey, ctx: &Context) -> Result<Action> {
     let id = obj.status.as_ref().and_then(|s| s.id);
-    if obj.spec.deletion_policy != DeletionPolicy::Delete || !obj.spec.management_policy.may_write()
-    {
-        return Ok(Action::await_change());
-    }
-    let Some(id) = id else {
-        return Ok(Action::await_change());
-    };
-    match ctx.api.delete_api_key(id).await {
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(Error::Api(e)),
-    }
-    ctx.cache.api_keys.remove(id);
-    ctx.event(
+    let may_write = obj.spec.management_policy.may_write();
+    let deleted = delete_per_policy(
         obj,
-        EventType::Normal,
-        "Deleted",
-        "Delete",
-        format!("deleted API key {id}"),
+        ctx,
+        obj.spec.deletion_policy,
+        may_write,
+        id,
+        "API key",
+        |id| ctx.api.delete_api_key(id),
     )
-    .await;
+    .await?;
+    if let Some(id) = deleted {
+        ctx.cache.api_keys.remove(id);
+    }
     Ok(Action::await_change())
 }

@@ -114,3 +114,41 @@ pub async fn warn_event<K: kube::Resource<DynamicType = ()>>(
         .await;
     }
 }
+
+/// Deletes the API object `id` of `obj` through `delete` when the resource's deletion policy
+/// is `Delete` and it may write (`Full`); "already gone" counts as done. Publishes a `Deleted`
+/// event naming `noun` and returns the deleted id (for the caller to drop from its cached list),
+/// or `None` when nothing was to be deleted.
+///
+/// Errors: the API's error other than not-found (the finalizer stays; the controller retries).
+pub async fn delete_per_policy<K, Fut, T>(
+    obj: &K,
+    ctx: &Context,
+    policy: crate::crd::DeletionPolicy,
+    may_write: bool,
+    id: Option<i64>,
+    noun: &str,
+    delete: impl FnOnce(i64) -> Fut,
+) -> Result<Option<i64>>
+where
+    K: kube::Resource<DynamicType = ()>,
+    Fut: std::future::Future<Output = std::result::Result<T, ApiError>>,
+{
+    let Some(id) = id.filter(|_| policy == crate::crd::DeletionPolicy::Delete && may_write) else {
+        return Ok(None);
+    };
+    match delete(id).await {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(Error::Api(e)),
+    }
+    ctx.event(
+        obj,
+        EventType::Normal,
+        "Deleted",
+        "Delete",
+        format!("deleted {noun} {id}"),
+    )
+    .await;
+    Ok(Some(id))
+}

@@ -130,6 +130,16 @@ impl<S: Clone> Failure<S> {
         })
     }
 
+    /// The spec has problems the schema could not catch: `Stalled` with reason `InvalidSpec`
+    /// listing each field and what to fix.
+    pub fn invalid_spec(problems: &[crate::reconcile::Problem], status: &S) -> Box<Self> {
+        Self::stalled(
+            "InvalidSpec",
+            crate::reconcile::validate::describe(problems),
+            status,
+        )
+    }
+
     /// Progress needs the user: `Stalled=True` with `message` saying what to fix.
     pub fn stalled(reason: &'static str, message: String, status: &S) -> Box<Self> {
         Box::new(Failure {

@@ -8,15 +8,15 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
 use super::cache::lookup_stalls;
-use super::common::spec_changed;
+use super::common::{delete_per_policy, spec_changed};
 use super::context::Context;
-use super::error::{Error, Result};
+use super::error::Result;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError};
 use super::status::Outcome;
 use crate::api::SendingDomainDetail;
 use crate::crd::conditions::now_rfc3339;
-use crate::crd::{DeletionPolicy, SendingDomain, SendingDomainStatus};
+use crate::crd::{SendingDomain, SendingDomainStatus};
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action as Plan, Lookup, MatchedBy, sendingdomain};
 
@@ -80,17 +80,7 @@ async fn converge(
 ) -> ConvergeResult<SendingDomainStatus> {
     let desired = match sendingdomain::desired(obj) {
         Ok(d) => d,
-        Err(problems) => {
-            return Err(Failure::stalled(
-                "InvalidSpec",
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                old,
-            ));
-        }
+        Err(problems) => return Err(Failure::invalid_spec(&problems, old)),
     };
     let list = ctx
         .cache
@@ -108,11 +98,15 @@ async fn converge(
     } else {
         list
     };
-    let lookup = list.read(|items| match sendingdomain::lookup(&desired, old.id, items) {
-        Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
-        Lookup::Missing => Ok(None),
-        Lookup::Ambiguous(ids) => Err(Failure::stalled("AmbiguousMatch", format!("{} sending domains are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.domain), old)),
-        Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sending domain {id}, which does not exist"), old)),
+    let lookup = list.read(|items| {
+        let lookup = sendingdomain::lookup(&desired, old.id, items);
+        if let Some((reason, message)) = lookup.blocked("sending domain", &desired.domain) {
+            return Err(Failure::stalled(reason, message, old));
+        }
+        Ok(match lookup {
+            Lookup::Found(item, found) => Some((item.clone(), found)),
+            _ => None,
+        })
     })?;
     if let Some((_, found)) = &lookup
         && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
@@ -371,26 +365,19 @@ async fn converge(
 
 async fn cleanup(obj: &SendingDomain, ctx: &Context) -> Result<Action> {
     let id = obj.status.as_ref().and_then(|s| s.id);
-    if obj.spec.deletion_policy != DeletionPolicy::Delete || !obj.spec.management_policy.may_write()
-    {
-        return Ok(Action::await_change());
-    }
-    let Some(id) = id else {
-        return Ok(Action::await_change());
-    };
-    match ctx.api.delete_sending_domain(id).await {
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(Error::Api(e)),
-    }
-    ctx.cache.sending_domains.remove(id);
-    ctx.event(
+    let may_write = obj.spec.management_policy.may_write();
+    let deleted = delete_per_policy(
         obj,
-        EventType::Normal,
-        "Deleted",
-        "Delete",
-        format!("deleted sending domain {id}"),
+        ctx,
+        obj.spec.deletion_policy,
+        may_write,
+        id,
+        "sending domain",
+        |id| ctx.api.delete_sending_domain(id),
     )
-    .await;
+    .await?;
+    if let Some(id) = deleted {
+        ctx.cache.sending_domains.remove(id);
+    }
     Ok(Action::await_change())
 }

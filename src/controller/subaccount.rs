@@ -44,17 +44,7 @@ async fn converge(
 ) -> ConvergeResult<SubAccountStatus> {
     let desired = match subaccount::desired(obj) {
         Ok(d) => d,
-        Err(problems) => {
-            return Err(Failure::stalled(
-                "InvalidSpec",
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                old,
-            ));
-        }
+        Err(problems) => return Err(Failure::invalid_spec(&problems, old)),
     };
     let list = ctx
         .cache
@@ -71,11 +61,15 @@ async fn converge(
         } else {
             list
         };
-    let lookup = list.read(|items| match subaccount::lookup(&desired, old.id, items) {
-        Lookup::Found(item, found) => Ok(Some((item.clone(), found))),
-        Lookup::Missing => Ok(None),
-        Lookup::Ambiguous(ids) => Err(Failure::stalled("AmbiguousMatch", format!("{} sub accounts are named \"{}\" (ids {ids:?}); set the mailtarget.co/external-id annotation to the one to adopt", ids.len(), desired.name), old)),
-        Lookup::ExternalIdNotFound(id) => Err(Failure::stalled("ExternalObjectNotFound", format!("the mailtarget.co/external-id annotation names sub account {id}, which does not exist"), old)),
+    let lookup = list.read(|items| {
+        let lookup = subaccount::lookup(&desired, old.id, items);
+        if let Some((reason, message)) = lookup.blocked("sub account", &desired.name) {
+            return Err(Failure::stalled(reason, message, old));
+        }
+        Ok(match lookup {
+            Lookup::Found(item, found) => Some((item.clone(), found)),
+            _ => None,
+        })
     })?;
     if let Some((_, found)) = &lookup
         && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await

@@ -11,7 +11,7 @@ use crate::manifest::{Loaded, Resource};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::sendingdomain::Share;
 use crate::reconcile::{
-    FieldChange, Found, Lookup, MatchedBy, Plan, apikey, sendingdomain, subaccount,
+    FieldChange, Found, Lookup, MatchedBy, Plan, apikey, sendingdomain, subaccount, validate,
 };
 
 /// The plan of one resource, for people and for `--output json`.
@@ -142,25 +142,6 @@ fn fill<C, U>(e: &mut Entry, plan: &Plan<C, U>) {
     e.notes = plan.notes.clone();
 }
 
-fn lookup_error<T>(lookup: &Lookup<'_, T>, what: &str) -> Option<String> {
-    match lookup {
-        Lookup::Ambiguous(ids) => Some(format!(
-            "{} {what}s match (ids {}); set the {} annotation to the id to adopt",
-            ids.len(),
-            ids.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            crate::crd::ANNOTATION_EXTERNAL_ID
-        )),
-        Lookup::ExternalIdNotFound(id) => Some(format!(
-            "the {} annotation names {what} {id}, which does not exist",
-            crate::crd::ANNOTATION_EXTERNAL_ID
-        )),
-        _ => None,
-    }
-}
-
 /// Plans every resource of `resources` against the account.
 ///
 /// Reads: the three lists, plus one GET per matched object whose spec sets a field the list does
@@ -179,14 +160,6 @@ const PARALLEL: usize = 64;
 
 /// Namespace, name, matched id and first key name of a planned SubAccount (keys refer to it).
 type PlannedSubAccount = (String, String, Option<i64>, Option<String>);
-
-fn problems_text(problems: &[crate::reconcile::Problem]) -> String {
-    problems
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
 
 pub(crate) async fn build_with(
     client: &Client,
@@ -255,12 +228,12 @@ async fn plan_sub_account(
     let d = match subaccount::desired(r) {
         Ok(d) => d,
         Err(problems) => {
-            e.error = Some(problems_text(&problems));
+            e.error = Some(validate::describe(&problems));
             return Ok((e, Step::Invalid, None));
         }
     };
     let lookup = subaccount::lookup(&d, None, &inventory.sub_accounts);
-    if let Some(err) = lookup_error(&lookup, "sub account") {
+    if let Some(err) = lookup.blocked("sub account", &d.name).map(|(_, m)| m) {
         e.error = Some(err);
         return Ok((e, Step::Invalid, None));
     }
@@ -287,12 +260,12 @@ fn plan_domain(r: &crate::crd::SendingDomain, inventory: &Inventory, e: &mut Ent
     let d = match sendingdomain::desired(r) {
         Ok(d) => d,
         Err(problems) => {
-            e.error = Some(problems_text(&problems));
+            e.error = Some(validate::describe(&problems));
             return Step::Invalid;
         }
     };
     let lookup = sendingdomain::lookup(&d, None, &inventory.sending_domains);
-    if let Some(err) = lookup_error(&lookup, "sending domain") {
+    if let Some(err) = lookup.blocked("sending domain", &d.domain).map(|(_, m)| m) {
         e.error = Some(err);
         return Step::Invalid;
     }
@@ -316,7 +289,7 @@ async fn plan_key(
     let d = match apikey::desired(r) {
         Ok(d) => d,
         Err(problems) => {
-            e.error = Some(problems_text(&problems));
+            e.error = Some(validate::describe(&problems));
             return Ok(Step::Invalid);
         }
     };
@@ -364,7 +337,7 @@ async fn plan_key(
         _ => None,
     };
     let lookup = apikey::lookup(&d, None, sub_id, &inventory.api_keys);
-    if let Some(err) = lookup_error(&lookup, "API key") {
+    if let Some(err) = lookup.blocked("API key", &d.name).map(|(_, m)| m) {
         e.error = Some(err);
         return Ok(Step::Invalid);
     }

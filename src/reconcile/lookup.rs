@@ -37,6 +37,34 @@ pub enum Lookup<'a, T> {
     ExternalIdNotFound(i64),
 }
 
+impl<T> Lookup<'_, T> {
+    /// Why this lookup stops the resource, for people: `Some((reason, message))` for an
+    /// ambiguous natural key (`AmbiguousMatch`) or an unknown external id
+    /// (`ExternalObjectNotFound`); `None` when the object was found or may be created.
+    /// `noun` names the API object (`API key`), `key` the natural key searched for.
+    pub fn blocked(&self, noun: &str, key: &str) -> Option<(&'static str, String)> {
+        let annotation = crate::crd::ANNOTATION_EXTERNAL_ID;
+        match self {
+            Lookup::Ambiguous(ids) => Some((
+                "AmbiguousMatch",
+                format!(
+                    "{} {noun}s match \"{key}\" (ids {}); set the {annotation} annotation to the id to adopt",
+                    ids.len(),
+                    ids.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+            Lookup::ExternalIdNotFound(id) => Some((
+                "ExternalObjectNotFound",
+                format!("the {annotation} annotation names {noun} {id}, which does not exist"),
+            )),
+            Lookup::Found(..) | Lookup::Missing => None,
+        }
+    }
+}
+
 /// Finds the item of `items` that a resource stands for.
 ///
 /// `external_id` wins when set (and is an error when absent from `items`); then `status_id`;

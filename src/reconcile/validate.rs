@@ -30,6 +30,15 @@ impl std::fmt::Display for Problem {
     }
 }
 
+/// Problems as one sentence for a condition message or a plan entry: `field: message; ...`.
+pub fn describe(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Every problem of one resource (empty when valid).
 pub fn problems(resource: &Resource) -> Vec<Problem> {
     match resource {
