@@ -54,6 +54,10 @@ struct Args {
     /// The operator's `--resync-interval` (the resync phase lasts 1.1 times this).
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     resync_interval: Duration,
+    /// The operator's `--detail-resync-interval` (its default, `1h`, keeps detail reads out of
+    /// the resync phase; set it to the resync interval to measure a resync that reads them).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    detail_resync_interval: Duration,
     /// The operator's `--reconcile-concurrency`.
     #[arg(long, default_value_t = 16)]
     reconcile_concurrency: u16,
@@ -75,6 +79,7 @@ async fn run(args: Args) -> Result<(), String> {
         api_concurrency: args.api_concurrency.max(1),
         api_rps: args.api_rps,
         resync_interval: args.resync_interval,
+        detail_resync_interval: args.detail_resync_interval,
         reconcile_concurrency: args.reconcile_concurrency,
     };
     let mut rows = Vec::new();

@@ -91,13 +91,130 @@ async fn spec_update_is_exactly_one_put() {
         k.metadata.generation == Some(2) && key_ready(k)
     })
     .await;
-    let writes = env.writes();
-    assert_eq!(writes.len(), 1, "{writes:?}");
-    assert_eq!(
-        (writes[0].method.as_str(), writes[0].path.clone()),
-        ("PUT", format!("/api-key/{id}"))
-    );
+    // The change is planned against the permissions status recorded: no GET of the detail
+    // (and no list read, the cached list being fresh) before the PUT.
+    let calls: Vec<(String, String)> = env
+        .sim
+        .request_log()
+        .into_iter()
+        .map(|r| (r.method, r.path))
+        .collect();
+    assert_eq!(calls, vec![("PUT".to_string(), format!("/api-key/{id}"))]);
     assert_eq!(env.sim.snapshot().api_keys[0].permission_ids, vec![1, 3]);
+    env.stop().await;
+}
+
+fn requests_to(env: &Env, method: &str, path: &str) -> usize {
+    env.sim
+        .request_log()
+        .iter()
+        .filter(|r| r.method == method && r.path == path)
+        .count()
+}
+
+/// A resync with nothing changed reads each list once (one page per kind here), never the
+/// detail of an object, writes nothing to the service and sends no request to Kubernetes; the
+/// fields only the detail carries (a key's permissions and allowed IPs) wait for the detail
+/// resync interval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_resync_reads_only_list_pages() {
+    let env = Env::start_with(Options {
+        resync: std::time::Duration::from_secs(1),
+        detail_resync: Some(std::time::Duration::from_secs(3600)),
+        ..Default::default()
+    })
+    .await;
+    let keys: Api<ApiKey> = env.api();
+    let subs: Api<SubAccount> = env.api();
+    let domains: Api<SendingDomain> = env.api();
+    create(&keys, CI_KEY).await;
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-a}\nspec: {ipPoolId: 1}\n").await;
+    create(&domains, "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: mail}\nspec: {domain: mail.example.com, dkimPrivateKeySecretName: mail-dkim}\n").await;
+    wait_for(&keys, "ci", "Ready", key_ready).await;
+    wait_for(&subs, "team-a", "Ready", |s: &SubAccount| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| ready_is(s, &st.conditions, "True", None))
+    })
+    .await;
+    wait_for(&domains, "mail", "Ready", |d: &SendingDomain| {
+        d.status
+            .as_ref()
+            .is_some_and(|st| ready_is(d, &st.conditions, "True", None))
+    })
+    .await;
+
+    // Start counting at a list read after everything is Ready (the resyncs have begun), then
+    // let two more list reads of every kind pass: every object resyncs in between.
+    env.sim.clear_request_log();
+    eventually("a resync began", || {
+        requests_to(&env, "GET", "/api-key") >= 1
+    })
+    .await;
+    env.sim.clear_request_log();
+    let kube_mark = env.server.request_log().len();
+    eventually("two resyncs of every kind", || {
+        ["/api-key", "/sub-account", "/domain/sending"]
+            .iter()
+            .all(|p| requests_to(&env, "GET", p) >= 2)
+    })
+    .await;
+    let kube_requests: Vec<String> = env.server.request_log()[kube_mark..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path_and_query))
+        .collect();
+    let log = env.sim.request_log();
+    let other: Vec<String> = log
+        .iter()
+        .filter(|r| {
+            !(r.method == "GET"
+                && ["/api-key", "/sub-account", "/domain/sending"].contains(&r.path.as_str()))
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(other.is_empty(), "only list pages are read: {other:?}");
+    assert!(
+        kube_requests.is_empty(),
+        "no Kubernetes request: {kube_requests:?}"
+    );
+    env.stop().await;
+}
+
+/// With the detail resync interval equal to the resync interval, a permission change made at
+/// the service is corrected at the next resync with one GET of the detail and one PUT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detail_resync_corrects_permission_drift() {
+    let env = Env::start_with(Options {
+        resync: std::time::Duration::from_secs(1),
+        detail_resync: Some(std::time::Duration::from_secs(1)),
+        ..Default::default()
+    })
+    .await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, CI_KEY).await;
+    let id = wait_for(&keys, "ci", "Ready", key_ready)
+        .await
+        .status
+        .unwrap()
+        .id
+        .unwrap();
+    env.api
+        .update_api_key(
+            id,
+            &UpdateApiKey {
+                permission_ids: Some(vec![3]),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    env.sim.clear_request_log();
+    eventually("the permissions are corrected", || {
+        env.sim.snapshot().api_keys[0].permission_ids == vec![1, 2]
+    })
+    .await;
+    assert!(requests_to(&env, "GET", &format!("/api-key/{id}")) >= 1);
+    assert_eq!(env.writes().len(), 1, "{:?}", env.writes());
     env.stop().await;
 }
 
@@ -537,6 +654,82 @@ async fn api_rejection_stalls_until_the_spec_changes() {
             .iter()
             .any(|e| e.reason.as_deref() == Some("Created")),
         "a Created event is published"
+    );
+    env.stop().await;
+}
+
+fn stalled_because(reason: &'static str) -> impl Fn(&ApiKey) -> bool {
+    move |k: &ApiKey| {
+        k.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Stalled"
+                    && c.reason == reason
+                    && c.observed_generation == k.metadata.generation
+            })
+        })
+    }
+}
+
+/// Two ApiKeys naming the same key: the second is `Stalled`/`ConflictingOwner` and makes no
+/// call; once the owner is deleted with `deletionPolicy: Orphan`, the second adopts the key at
+/// its next resync, without creating another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_owner_takes_over_when_the_owner_goes() {
+    let env = Env::start_with(Options {
+        resync: std::time::Duration::from_secs(1),
+        ..Default::default()
+    })
+    .await;
+    let keys: Api<ApiKey> = env.api();
+    create(
+        &keys,
+        &CI_KEY.replace(
+            "secretName: ci-key",
+            "secretName: ci-key\n  deletionPolicy: Orphan",
+        ),
+    )
+    .await;
+    let id = wait_for(&keys, "ci", "Ready", key_ready)
+        .await
+        .status
+        .unwrap()
+        .id
+        .unwrap();
+    env.sim.clear_request_log();
+    create(
+        &keys,
+        &CI_KEY
+            .replace("{name: ci}", "{name: ci-again}")
+            .replace("ci-key", "ci-again-key"),
+    )
+    .await;
+    let loser = wait_for(
+        &keys,
+        "ci-again",
+        "ConflictingOwner",
+        stalled_because("ConflictingOwner"),
+    )
+    .await;
+    assert_eq!(loser.status.unwrap().id, None, "the loser records no id");
+
+    let uid = keys.get("ci").await.unwrap().uid().unwrap();
+    keys.delete("ci", &DeleteParams::default()).await.unwrap();
+    wait_deleted(&keys, "ci", &uid).await;
+    let taken = wait_for(&keys, "ci-again", "Ready after the owner left", key_ready).await;
+    assert_eq!(
+        taken.status.unwrap().id,
+        Some(id),
+        "the same key is adopted"
+    );
+    let state = env.sim.snapshot();
+    assert_eq!(state.api_keys.len(), 1, "no second key is created");
+    assert!(
+        env.sim
+            .request_log()
+            .iter()
+            .all(|r| !(r.method == "POST" || r.method == "DELETE")),
+        "nothing created or deleted after the first create: {:?}",
+        env.writes()
     );
     env.stop().await;
 }

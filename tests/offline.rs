@@ -96,6 +96,36 @@ async fn apply_examples_then_nothing_changes() {
         .filter(|r| r.is_write())
         .collect();
     assert!(writes.is_empty(), "second apply wrote: {writes:?}");
+    // The reads of a re-apply are the minimum: one page of each list, the detail of each of
+    // the two keys (their specs set permissions, which the list lacks) and of each domain (its
+    // DNS records).
+    let mut reads: Vec<String> = sim
+        .request_log()
+        .into_iter()
+        .map(|r| {
+            let path = r
+                .path
+                .split('/')
+                .map(|s| if s.parse::<i64>().is_ok() { "{id}" } else { s })
+                .collect::<Vec<_>>()
+                .join("/");
+            format!("{} {path}", r.method)
+        })
+        .collect();
+    reads.sort();
+    assert_eq!(
+        reads,
+        [
+            "GET /api-key",
+            "GET /api-key/{id}",
+            "GET /api-key/{id}",
+            "GET /domain/sending",
+            "GET /domain/sending/{id}",
+            "GET /domain/sending/{id}",
+            "GET /sub-account",
+        ],
+        "re-apply reads"
+    );
     assert_eq!(sim.snapshot().api_keys.len(), 2, "no duplicate keys");
 }
 

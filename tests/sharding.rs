@@ -99,6 +99,7 @@ fn start_instance(kube: &kube::Client, sim: &Simulator, shard: &str) -> Instance
     let metrics = Arc::new(Metrics::default());
     let settings = Settings {
         resync_interval: Duration::from_secs(3),
+        detail_resync_interval: Duration::from_secs(3),
         verify_first_interval: Duration::from_millis(200),
         verify_max_interval: Duration::from_secs(1),
         max_error_backoff: Duration::from_secs(2),

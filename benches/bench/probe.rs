@@ -128,3 +128,10 @@ pub fn between(before: &Scrape, after: &Scrape, qs: &[f64]) -> (f64, Vec<Option<
         .collect();
     (after.reconciles - before.reconciles, quantiles)
 }
+
+/// Wall-clock time now, Unix milliseconds (the clock of the simulator's request log).
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

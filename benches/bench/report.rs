@@ -44,13 +44,14 @@ pub struct Row {
 }
 
 impl Row {
-    /// The time the calls need at the API's speed limit: calls × latency / concurrency (or
-    /// calls / requests per second, when limited), or the latency of the calls one object makes
-    /// one after the other when that is longer.
+    /// The time the calls need at the API's speed limit: calls × latency / concurrency, in
+    /// whole rounds (each of `concurrency` slots completes one call per latency, so `calls`
+    /// calls need `ceil(calls / concurrency)` latencies: 10 calls at 8 in flight take two), or
+    /// calls / requests per second when limited, or the latency of the calls one object makes
+    /// one after the other, whichever is longest.
     pub fn floor(&self) -> Duration {
-        let throughput = self
-            .latency
-            .mul_f64(self.calls.total as f64 / self.concurrency.max(1) as f64);
+        let rounds = self.calls.total.div_ceil(self.concurrency.max(1));
+        let throughput = self.latency.mul_f64(rounds as f64);
         let chain = self
             .latency
             .mul_f64(self.chain.min(self.calls.total) as f64);

@@ -121,11 +121,18 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
     }
     let observe_only = !obj.spec.management_policy.may_write();
 
-    // Read the detail when the comparison needs fields the list item lacks, once per spec change.
+    // The comparison needs fields the list item lacks (permissions, allowed IPs). Status
+    // mirrors them from the last detail read or write: a spec change is planned against it
+    // (no GET before the PUT); the detail is read when status does not know this key yet
+    // (adoption) and once per detail resync interval, to correct changes made at the service.
     let mut detail: Option<ApiKeyDetail> = None;
     if let Some((item, _)) = &lookup
         && apikey::needs_detail(&desired)
-        && (spec_changed(obj, old.observed_generation) || ctx.detail_due(&object_key(obj)))
+        && ({
+            let known = old.id == Some(item.id);
+            (!known && spec_changed(obj, old.observed_generation))
+                || ctx.detail_due(&object_key(obj), known)
+        })
     {
         detail = Some(
             ctx.api
@@ -137,7 +144,7 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, apikey::Observed::from(d))),
-        (Some((item, found)), None) => Some((*found, apikey::Observed::from(item))),
+        (Some((item, found)), None) => Some((*found, apikey::Observed::last_known(item, old))),
         _ => None,
     };
     let plan = match apikey::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o))) {
@@ -251,6 +258,10 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         .await;
     }
 
+    if status_source.is_some() {
+        // A create's or update's answer is a detail: the next detail read is due an interval on.
+        ctx.detail_read(&object_key(obj));
+    }
     let mut status = match (&status_source, &lookup) {
         (Some(d), _) => apikey::status_from_detail(d),
         (None, Some((item, _))) => apikey::status_from_list_item(item, old),

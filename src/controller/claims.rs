@@ -10,8 +10,10 @@
 //! 2. then the older `metadata.creationTimestamp`;
 //! 3. then namespace and name, in alphabetical order.
 //!
-//! A loser stays `Stalled` until its spec changes or the operator restarts; deleting it never
-//! touches the owner's API object. `ObserveOnly` resources never write, so they take part in
+//! A loser stays `Stalled` while the owner holds its claim, and is checked again at each resync
+//! (the check reads only the controller's cache, no API call): once the owner is deleted or
+//! changes its claim, the loser takes over at its next resync. Deleting a loser never touches
+//! the owner's API object. `ObserveOnly` resources never write, so they take part in
 //! none of this: any number of them may observe an object, managed or not. Resources outside the operator's watch (another namespace
 //! when `--namespace` is set, another shard's label selector) are not compared.
 
@@ -205,6 +207,9 @@ impl Claims {
         preceding_owner(obj, id, store.state())
     }
 }
+
+/// Reason of the `Stalled` condition of a resource whose claim another resource holds.
+pub const CONFLICTING_OWNER: &str = "ConflictingOwner";
 
 /// The `ConflictingOwner` message for `obj`, whose claim `owner` holds.
 pub fn conflict_message<K: Claimant>(obj: &K, owner: &K) -> String {

@@ -2,12 +2,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
 
 use super::cache::AccountCache;
+use super::detail::DetailSchedule;
 use super::metrics::Metrics;
 
 /// Field manager of every write the operator makes to Kubernetes (server-side apply).
@@ -16,8 +17,15 @@ pub const FIELD_MANAGER: &str = "mailtarget-operator";
 /// Settings of the reconcilers.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Period of the drift check of each object (jittered by up to 10%).
+    /// Period of the drift check of each object (jittered by up to 10%). A resync compares
+    /// the object with the service's list items (`ceil(N / 100)` page reads per kind).
     pub resync_interval: Duration,
+    /// Period of the check of the fields only the detail endpoints return (an API key's
+    /// `permissions` and `allowedIp`, a sub account's `ipPoolId`): one `GET` per object whose
+    /// spec sets them, made by the first resync at least `detail_resync_interval -
+    /// resync_interval / 2` after the previous read. Never shorter than `resync_interval`
+    /// (equal: every resync reads them).
+    pub detail_resync_interval: Duration,
     /// Wait before the first `verify-txt` call after a domain is created; doubled per call.
     pub verify_first_interval: Duration,
     /// Longest wait between two `verify-txt` calls for an unverified domain.
@@ -30,11 +38,31 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             resync_interval: Duration::from_secs(300),
+            detail_resync_interval: Duration::from_secs(3600),
             verify_first_interval: Duration::from_secs(5),
             verify_max_interval: Duration::from_secs(600),
             max_error_backoff: Duration::from_secs(300),
         }
     }
+}
+
+/// What one status write of an object produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusWrite {
+    /// `metadata.resourceVersion` of the written object.
+    pub resource_version: Option<String>,
+    /// [`status_digest`] of the status the server stored.
+    pub digest: u64,
+}
+
+/// A digest of a status's JSON form, to tell whether a cached copy of an object carries the
+/// status this operator last wrote (two equal statuses serialize identically: fields are in
+/// declaration order). Not a security measure; collisions only cost a needless read.
+pub fn status_digest<S: serde::Serialize>(status: &S) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
+    h.finish()
 }
 
 /// Everything a reconcile needs.
@@ -53,8 +81,8 @@ pub struct Context {
     pub settings: Settings,
     failures: Mutex<HashMap<String, u32>>,
     stalled: Mutex<HashMap<String, Option<i64>>>,
-    details_read: Mutex<HashMap<String, Instant>>,
-    status_written: Mutex<HashMap<String, String>>,
+    details: DetailSchedule,
+    status_written: Mutex<HashMap<String, StatusWrite>>,
     /// The controllers' caches, to find resources that claim the same API object.
     pub claims: super::claims::Claims,
     /// The managed Secrets (label `app.kubernetes.io/managed-by=mailtarget-operator`), cached
@@ -79,6 +107,8 @@ impl Context {
         // reads each list once, `ceil(N / 100)` pages, rather than twice.
         let cache = AccountCache::new(api.clone(), settings.resync_interval);
         let recorder = Recorder::new(kube.clone(), reporter);
+        let details =
+            DetailSchedule::new(settings.resync_interval, settings.detail_resync_interval);
         Context {
             kube,
             api,
@@ -88,7 +118,7 @@ impl Context {
             settings,
             failures: Mutex::default(),
             stalled: Mutex::default(),
-            details_read: Mutex::default(),
+            details,
             status_written: Mutex::default(),
             claims: super::claims::Claims::default(),
             secret_cache: std::sync::OnceLock::new(),
@@ -144,46 +174,46 @@ impl Context {
         }
     }
 
-    /// True when the detail of `key`'s API object (fields the list items lack, such as a key's
-    /// permissions) was never read or was read longer ago than half the resync interval, so
-    /// that each periodic resync compares those fields too and corrects changes made at the
-    /// service; reconciles triggered in between (status or Secret events) do not read it again.
-    pub fn detail_due(&self, key: &str) -> bool {
-        let max_age = self.settings.resync_interval / 2;
-        self.details_read
-            .lock()
-            .map(|m| m.get(key).is_none_or(|t| t.elapsed() >= max_age))
-            .unwrap_or(true)
+    /// True when the detail of `key`'s API object is due (see [`DetailSchedule::due`]).
+    pub fn detail_due(&self, key: &str, known: bool) -> bool {
+        self.details.due(key, known)
     }
 
-    /// Records that the detail of `key`'s API object was just read.
+    /// Records that the detail of `key`'s API object was just read (or returned by a write).
     pub fn detail_read(&self, key: &str) {
-        if let Ok(mut m) = self.details_read.lock() {
-            m.insert(key.to_string(), Instant::now());
-        }
+        self.details.read(key);
     }
 
-    /// Records the `resourceVersion` that this operator's last status write of `key` produced
-    /// (`None` forgets `key`, e.g. once it is deleted).
-    pub fn status_written(&self, key: &str, resource_version: Option<String>) {
+    /// Records what this operator's last status write of `key` produced (`None` forgets
+    /// `key`, e.g. once it is deleted).
+    pub fn status_written(&self, key: &str, write: Option<StatusWrite>) {
         if let Ok(mut m) = self.status_written.lock() {
-            match resource_version {
-                Some(rv) => m.insert(key.to_string(), rv),
+            match write {
+                Some(w) => m.insert(key.to_string(), w),
                 None => m.remove(key),
             };
         }
     }
 
-    /// True when `resource_version` is the one this operator's last status write of `key`
-    /// produced: a copy of the object at that version holds everything the operator wrote.
-    /// (Resource versions are opaque: only equality is meaningful.)
-    pub fn is_last_status_write(&self, key: &str, resource_version: Option<&str>) -> bool {
-        let Some(rv) = resource_version else {
-            return false;
-        };
+    /// True when a copy of `key` at `resource_version` whose status has digest `digest`
+    /// holds everything this operator's last status write of `key` wrote: it is the very
+    /// version that write produced, or its status is identical to the one that write stored
+    /// (its spec may be newer). (Resource versions are opaque: only equality is meaningful.)
+    pub fn holds_last_status_write(
+        &self,
+        key: &str,
+        resource_version: Option<&str>,
+        digest: u64,
+    ) -> bool {
         self.status_written
             .lock()
-            .map(|m| m.get(key).is_some_and(|w| w == rv))
+            .map(|m| {
+                m.get(key).is_some_and(|w| {
+                    w.digest == digest
+                        || (resource_version.is_some()
+                            && w.resource_version.as_deref() == resource_version)
+                })
+            })
             .unwrap_or(false)
     }
 

@@ -14,9 +14,9 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::claims::{Claimant, conflict_message};
+use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
 use super::common::{api_failure, is_paused, measured, warn_event};
-use super::context::{Context, object_key};
+use super::context::{Context, StatusWrite, object_key, status_digest};
 use super::error::{Error, Result};
 use super::status::{Outcome, patch_status, set_conditions};
 use crate::api::ApiError;
@@ -122,7 +122,7 @@ impl<S: Clone> Failure<S> {
         status.clear_id();
         Box::new(Failure {
             outcome: Outcome::Stalled {
-                reason: "ConflictingOwner",
+                reason: CONFLICTING_OWNER,
                 message: conflict_message(obj, owner),
             },
             status,
@@ -223,17 +223,28 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
     .await
 }
 
+/// What writing the status of `written` produced.
+fn status_write<K: Managed>(written: &K) -> StatusWrite {
+    StatusWrite {
+        resource_version: written.meta().resource_version.clone(),
+        digest: status_digest(&written.current_status()),
+    }
+}
+
 async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {
     let name = obj.name_any();
     // The controller's cached copy can predate this operator's last status write (a Secret
     // event may start the next reconcile before the watch delivers that write). A status built
     // from it would drop fields such as `status.id` (server-side apply removes the fields its
-    // manager stops sending), so the object is read again first, unless the cached copy is the
-    // very version that write produced (the common case: a resync, or the reconcile the write
-    // itself triggered).
+    // manager stops sending), so the object is read again first, unless the cached copy holds
+    // that write: the very version it produced (a resync, or the reconcile the write itself
+    // triggered) or a later one with the same status (a spec change).
     let fresh;
-    let obj = if ctx.is_last_status_write(&object_key(obj), obj.meta().resource_version.as_deref())
-    {
+    let obj = if ctx.holds_last_status_write(
+        &object_key(obj),
+        obj.meta().resource_version.as_deref(),
+        status_digest(&obj.current_status()),
+    ) {
         obj
     } else {
         let Some(read) = api.get_opt(&name).await? else {
@@ -259,7 +270,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         };
         set_conditions(first.conditions_mut(), &outcome, generation);
         let written = patch_status(api, &name, &first).await?;
-        ctx.status_written(&key, written);
+        ctx.status_written(&key, Some(status_write(&written)));
     }
     let converged = match ctx.claims.owner(obj, None).await {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
@@ -279,11 +290,16 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // this reconcile is the one to keep).
     if serde_json::to_value(&status).ok() != serde_json::to_value(&old).ok() {
         let written = patch_status(api, &name, &status).await?;
-        ctx.status_written(&key, written);
+        ctx.status_written(&key, Some(status_write(&written)));
     }
-    match outcome {
-        Outcome::Stalled { .. } => ctx.mark_stalled(&key, generation),
-        _ => ctx.clear_stalled(&key),
+    // A ConflictingOwner loser is not marked stalled: it is checked again at each resync (from
+    // the cache, no API call) and takes over once the owner is gone.
+    let waits_for_change =
+        matches!(&outcome, Outcome::Stalled { reason, .. } if *reason != CONFLICTING_OWNER);
+    if waits_for_change {
+        ctx.mark_stalled(&key, generation);
+    } else {
+        ctx.clear_stalled(&key);
     }
     ctx.metrics
         .set_ready(K::KIND, key.clone(), Some(outcome.is_ready()));
@@ -291,8 +307,11 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         return Err(e);
     }
     ctx.reset_failures(&key);
-    Ok(requeue.unwrap_or_else(|| match outcome {
-        Outcome::Stalled { .. } => Action::await_change(),
-        _ => Action::requeue(ctx.resync_delay()),
+    Ok(requeue.unwrap_or_else(|| {
+        if waits_for_change {
+            Action::await_change()
+        } else {
+            Action::requeue(ctx.resync_delay())
+        }
     }))
 }

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod claims;
 pub mod common;
 pub mod context;
+pub mod detail;
 pub mod error;
 pub mod leader;
 pub mod managed;
@@ -60,6 +61,11 @@ pub struct RunArgs {
     /// Period of the drift check of each object, e.g. `5m` (jittered by up to 10%).
     #[arg(long, env = "MAILTARGET_RESYNC_INTERVAL", default_value = "5m", value_parser = humantime::parse_duration)]
     pub resync_interval: Duration,
+    /// Period of the check of fields only the service's detail endpoints return (an API key's
+    /// permissions and allowed IPs, a sub account's IP pool), one GET per such object, e.g.
+    /// `1h`; raised to `--resync-interval` when shorter (equal: checked at every resync).
+    #[arg(long, env = "MAILTARGET_DETAIL_RESYNC_INTERVAL", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub detail_resync_interval: Duration,
     /// Wait before the first verify-txt call of a new sending domain, doubled after each call.
     #[arg(long, env = "MAILTARGET_VERIFY_FIRST_INTERVAL", default_value = "5s", value_parser = humantime::parse_duration)]
     pub verify_first_interval: Duration,
@@ -346,8 +352,10 @@ pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
     let bound = server::serve(args.metrics_addr, health, stopped()).await?;
     tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
 
+    let resync_interval = args.resync_interval.max(Duration::from_secs(1));
     let settings = Settings {
-        resync_interval: args.resync_interval.max(Duration::from_secs(1)),
+        resync_interval,
+        detail_resync_interval: args.detail_resync_interval.max(resync_interval),
         verify_first_interval: args.verify_first_interval.max(Duration::from_millis(100)),
         verify_max_interval: args.verify_max_interval.max(Duration::from_secs(1)),
         ..Settings::default()

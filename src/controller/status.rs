@@ -102,11 +102,7 @@ pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: 
 /// `metadata.resourceVersion` the write produced.
 ///
 /// Errors: the Kubernetes API's error.
-pub async fn patch_status<K, S>(
-    api: &Api<K>,
-    name: &str,
-    status: &S,
-) -> Result<Option<String>, kube::Error>
+pub async fn patch_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<K, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     S: Serialize,
@@ -116,14 +112,12 @@ where
         "kind": K::kind(&()),
         "status": status,
     });
-    let written = api
-        .patch_status(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-    Ok(written.meta().resource_version.clone())
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
 }
 
 #[cfg(test)]

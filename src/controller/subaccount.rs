@@ -79,11 +79,18 @@ async fn converge(
     let mut detail: Option<SubAccountDetail> = None;
     if let Some((item, _)) = &lookup
         // The list item lacks `ipPoolId` (compared only when the spec sets it) and the fields
-        // status mirrors from the detail (read once, when the sub account is adopted); an
-        // update's answer is a detail too.
-        && ((spec_changed(obj, old.observed_generation)
-            && (subaccount::needs_detail(&desired) || old.id.is_none()))
-            || (subaccount::needs_detail(&desired) && ctx.detail_due(&object_key(obj))))
+        // status mirrors from the detail. Status keeps the last `ipPoolId` read or written, so
+        // a spec change is planned against it; the detail is read when status does not know
+        // this sub account yet (adoption) and once per detail resync interval. An update's
+        // answer is a detail too.
+        && ({
+            let known = old.id == Some(item.id);
+            (!known
+                && spec_changed(obj, old.observed_generation)
+                && (subaccount::needs_detail(&desired) || old.id.is_none()))
+                || (subaccount::needs_detail(&desired)
+                    && ctx.detail_due(&object_key(obj), known))
+        })
     {
         detail = Some(
             ctx.api
@@ -95,7 +102,7 @@ async fn converge(
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, subaccount::Observed::from(d))),
-        (Some((item, found)), None) => Some((*found, subaccount::Observed::from(item))),
+        (Some((item, found)), None) => Some((*found, subaccount::Observed::last_known(item, old))),
         _ => None,
     };
     let plan = subaccount::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o)));
@@ -208,6 +215,10 @@ async fn converge(
             format!("adopted existing sub account {}", found.id),
         )
         .await;
+    }
+    if detail.is_some() {
+        // A create's or update's answer is a detail: the next detail read is due an interval on.
+        ctx.detail_read(&object_key(obj));
     }
     let status = match (&detail, &lookup) {
         (Some(d), _) => subaccount::status_from_detail(d),

@@ -75,6 +75,22 @@ impl From<&ApiKeyDetail> for Observed {
     }
 }
 
+impl Observed {
+    /// The list item `i` with the detail-only fields as `status` last recorded them (from a
+    /// detail read or an update's answer) when `status` describes this same key (`status.id ==
+    /// i.id`); otherwise those fields are unknown (`None`) and not compared.
+    pub fn last_known(i: &ApiKeyListItem, status: &ApiKeyStatus) -> Self {
+        let mut o = Observed::from(i);
+        if status.id == Some(i.id) {
+            let mut ids: Vec<i64> = status.permissions.iter().map(|p| p.id).collect();
+            ids.sort_unstable();
+            o.permission_ids = Some(ids);
+            o.allowed_ips = Some(parse_allowed_ip(&status.allowed_ips.join(",")));
+        }
+        o
+    }
+}
+
 /// Parses the interface's comma separated `allowedIp` into sorted addresses, skipping blanks and
 /// entries that are not addresses (they cannot match the spec, which only holds addresses).
 pub fn parse_allowed_ip(raw: &str) -> Vec<IpAddr> {
@@ -338,6 +354,60 @@ mod tests {
         assert_eq!(request.permission_ids, Some(vec![1, 2]));
         assert_eq!(request.allowed_ip, None);
         assert_eq!(request.name, None);
+    }
+
+    fn list_item() -> ApiKeyListItem {
+        ApiKeyListItem {
+            id: 3,
+            key: "value".to_string().into(),
+            name: "ci".into(),
+            permission_type: "custom".into(),
+            sub_account_id: 0,
+            sub_account_name: String::new(),
+            created_at: 1,
+        }
+    }
+
+    /// A spec change is planned against the permissions and allowed IPs status last recorded
+    /// for the same key: a changed permission set is one PUT without reading the detail first.
+    #[test]
+    fn last_known_detail_fields_come_from_status_of_the_same_key() {
+        let status = ApiKeyStatus {
+            id: Some(3),
+            permissions: vec![
+                NamedId {
+                    id: 2,
+                    name: "b".into(),
+                },
+                NamedId {
+                    id: 1,
+                    name: "a".into(),
+                },
+            ],
+            allowed_ips: vec!["10.0.0.2".into(), "10.0.0.1".into()],
+            ..Default::default()
+        };
+        let o = Observed::last_known(&list_item(), &status);
+        assert_eq!(o.permission_ids, Some(vec![1, 2]));
+        assert_eq!(
+            plan(&desired(), Some((FOUND, &o))).unwrap().action,
+            Action::Unchanged { id: 3 }
+        );
+        let mut d = desired();
+        d.permission_ids = vec![1, 3];
+        let Action::Update { request, .. } = plan(&d, Some((FOUND, &o))).unwrap().action else {
+            panic!("expected update")
+        };
+        assert_eq!(request.permission_ids, Some(vec![1, 3]));
+        assert_eq!(request.allowed_ip, None);
+
+        // Status of another key (or none): the detail-only fields are unknown, not compared.
+        let other = ApiKeyStatus {
+            id: Some(4),
+            ..status
+        };
+        let o = Observed::last_known(&list_item(), &other);
+        assert_eq!((o.permission_ids, o.allowed_ips), (None, None));
     }
 
     /// A key scoped to a sub account is never created (the interface cannot).

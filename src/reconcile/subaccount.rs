@@ -63,6 +63,19 @@ impl From<&SubAccountDetail> for Observed {
     }
 }
 
+impl Observed {
+    /// The list item `i` with `ipPoolId` as `status` last recorded it (from a detail read or
+    /// an update's answer) when `status` describes this same sub account (`status.id == i.id`);
+    /// otherwise `ip_pool_id` is unknown (`None`) and not compared.
+    pub fn last_known(i: &SubAccountListItem, status: &SubAccountStatus) -> Self {
+        let mut o = Observed::from(i);
+        if status.id == Some(i.id) {
+            o.ip_pool_id = status.ip_pool_id;
+        }
+        o
+    }
+}
+
 /// Validates the spec. Errors: every problem, each naming its field.
 pub fn desired(r: &SubAccount) -> Result<Desired, Vec<Problem>> {
     let problems = validate::sub_account(r);

@@ -201,6 +201,7 @@ async fn operator_requests() -> Vec<Sent> {
     let operator_kube = recording_client(&server, &layer).await;
     let settings = Settings {
         resync_interval: Duration::from_secs(300),
+        detail_resync_interval: Duration::from_secs(300),
         verify_first_interval: Duration::from_millis(200),
         verify_max_interval: Duration::from_secs(1),
         max_error_backoff: Duration::from_secs(2),

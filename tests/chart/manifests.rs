@@ -306,6 +306,7 @@ fn deployment_configures_the_operator_through_its_environment() {
         "MAILTARGET_API_TIMEOUT",
         "MAILTARGET_API_CONCURRENCY",
         "MAILTARGET_RESYNC_INTERVAL",
+        "MAILTARGET_DETAIL_RESYNC_INTERVAL",
         "MAILTARGET_VERIFY_FIRST_INTERVAL",
         "MAILTARGET_VERIFY_MAX_INTERVAL",
         "MAILTARGET_RECONCILE_CONCURRENCY",
@@ -326,6 +327,7 @@ fn deployment_configures_the_operator_through_its_environment() {
     }
     for name in [
         "MAILTARGET_RESYNC_INTERVAL",
+        "MAILTARGET_DETAIL_RESYNC_INTERVAL",
         "MAILTARGET_VERIFY_FIRST_INTERVAL",
         "MAILTARGET_VERIFY_MAX_INTERVAL",
     ] {
@@ -343,6 +345,10 @@ fn deployment_configures_the_operator_through_its_environment() {
             .ok(),
         Some(std::time::Duration::from_secs(5400)),
         "1h30m is parsed by the operator as 90 minutes"
+    );
+    assert_eq!(
+        env_value(c, "MAILTARGET_DETAIL_RESYNC_INTERVAL").as_deref(),
+        Some("6h")
     );
     assert_eq!(env_value(c, "WATCH_NAMESPACE").as_deref(), Some("team-a"));
     assert_eq!(env_value(c, "LABEL_SELECTOR").as_deref(), Some("shard=a"));

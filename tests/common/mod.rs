@@ -37,6 +37,8 @@ pub struct Env {
 pub struct Options {
     pub verify_after_calls: u32,
     pub resync: Duration,
+    /// `Settings::detail_resync_interval`; `None`: the same as `resync`.
+    pub detail_resync: Option<Duration>,
 }
 
 impl Default for Options {
@@ -44,6 +46,7 @@ impl Default for Options {
         Options {
             verify_after_calls: 1,
             resync: Duration::from_secs(3),
+            detail_resync: None,
         }
     }
 }
@@ -94,6 +97,7 @@ impl Env {
         let api = api_client(&sim);
         let settings = Settings {
             resync_interval: options.resync,
+            detail_resync_interval: options.detail_resync.unwrap_or(options.resync),
             verify_first_interval: Duration::from_millis(200),
             verify_max_interval: Duration::from_secs(1),
             max_error_backoff: Duration::from_secs(2),

@@ -47,6 +47,7 @@ pub struct Rig {
 pub fn settings(resync: Duration) -> Settings {
     Settings {
         resync_interval: resync,
+        detail_resync_interval: resync,
         verify_first_interval: Duration::from_millis(200),
         verify_max_interval: Duration::from_secs(1),
         max_error_backoff: Duration::from_secs(1),
