@@ -113,12 +113,12 @@ fn requests_to(env: &Env, method: &str, path: &str) -> usize {
 }
 
 /// A resync with nothing changed reads each list once (one page per kind here), never the
-/// detail of an object, writes nothing to the service and sends no request to Kubernetes; the
-/// fields only the detail carries (a key's permissions and allowed IPs) wait for the detail
-/// resync interval.
+/// detail of an object, writes nothing to the service and sends no request to Kubernetes, also
+/// after an operator restart; the fields only the detail carries (a key's permissions and
+/// allowed IPs) wait for the detail resync interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_resync_reads_only_list_pages() {
-    let env = Env::start_with(Options {
+    let mut env = Env::start_with(Options {
         resync: std::time::Duration::from_secs(1),
         detail_resync: Some(std::time::Duration::from_secs(3600)),
         ..Default::default()
@@ -144,40 +144,56 @@ async fn idle_resync_reads_only_list_pages() {
     })
     .await;
 
-    // Start counting at a list read after everything is Ready (the resyncs have begun), then
-    // let two more list reads of every kind pass: every object resyncs in between.
-    env.sim.clear_request_log();
-    eventually("a resync began", || {
-        requests_to(&env, "GET", "/api-key") >= 1
-    })
-    .await;
-    env.sim.clear_request_log();
-    let kube_mark = env.server.request_log().len();
-    eventually("two resyncs of every kind", || {
-        ["/api-key", "/sub-account", "/domain/sending"]
-            .iter()
-            .all(|p| requests_to(&env, "GET", p) >= 2)
-    })
-    .await;
-    let kube_requests: Vec<String> = env.server.request_log()[kube_mark..]
-        .iter()
-        .map(|r| format!("{} {}", r.method, r.path_and_query))
-        .collect();
-    let log = env.sim.request_log();
-    let other: Vec<String> = log
-        .iter()
-        .filter(|r| {
-            !(r.method == "GET"
-                && ["/api-key", "/sub-account", "/domain/sending"].contains(&r.path.as_str()))
-        })
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect();
-    assert!(other.is_empty(), "only list pages are read: {other:?}");
+    let (api_calls, kube_requests) = idle_resync_calls(&env).await;
+    assert!(
+        api_calls.is_empty(),
+        "only list pages are read: {api_calls:?}"
+    );
     assert!(
         kube_requests.is_empty(),
         "no Kubernetes request: {kube_requests:?}"
     );
+
+    // The same after a restart: the new process reads each object once, then resyncs from
+    // its cache.
+    env.restart_operator().await;
+    let (api_calls, kube_requests) = idle_resync_calls(&env).await;
+    assert!(
+        api_calls.is_empty(),
+        "after a restart, only list pages are read: {api_calls:?}"
+    );
+    assert!(
+        kube_requests.is_empty(),
+        "after a restart, no Kubernetes request: {kube_requests:?}"
+    );
     env.stop().await;
+}
+
+/// The calls of two resyncs in a row, once the operator is resyncing: API calls other than
+/// list pages, and Kubernetes requests.
+async fn idle_resync_calls(env: &Env) -> (Vec<String>, Vec<String>) {
+    const LISTS: [&str; 3] = ["/api-key", "/sub-account", "/domain/sending"];
+    let lists_read = |n: usize| move || LISTS.iter().all(|p| requests_to(env, "GET", p) >= n);
+    // Start counting once every list was read again (the resyncs have begun, and whatever the
+    // last status writes set off is over), then let two more reads of every list pass: every
+    // object resyncs in between.
+    env.sim.clear_request_log();
+    eventually("a resync of every kind", lists_read(1)).await;
+    env.sim.clear_request_log();
+    let kube_mark = env.server.request_log().len();
+    eventually("two resyncs of every kind", lists_read(2)).await;
+    let kube_requests = env.server.request_log()[kube_mark..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path_and_query))
+        .collect();
+    let api_calls = env
+        .sim
+        .request_log()
+        .iter()
+        .filter(|r| !(r.method == "GET" && LISTS.contains(&r.path.as_str())))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    (api_calls, kube_requests)
 }
 
 /// With the detail resync interval equal to the resync interval, a permission change made at
@@ -198,6 +214,7 @@ async fn detail_resync_corrects_permission_drift() {
         .unwrap()
         .id
         .unwrap();
+    env.sim.clear_request_log();
     env.api
         .update_api_key(
             id,
@@ -208,13 +225,13 @@ async fn detail_resync_corrects_permission_drift() {
         )
         .await
         .unwrap();
-    env.sim.clear_request_log();
     eventually("the permissions are corrected", || {
         env.sim.snapshot().api_keys[0].permission_ids == vec![1, 2]
     })
     .await;
     assert!(requests_to(&env, "GET", &format!("/api-key/{id}")) >= 1);
-    assert_eq!(env.writes().len(), 1, "{:?}", env.writes());
+    // The test's own PUT, then the operator's one correction.
+    assert_eq!(env.writes().len(), 2, "{:?}", env.writes());
     env.stop().await;
 }
 
@@ -677,6 +694,8 @@ fn stalled_because(reason: &'static str) -> impl Fn(&ApiKey) -> bool {
 async fn conflicting_owner_takes_over_when_the_owner_goes() {
     let env = Env::start_with(Options {
         resync: std::time::Duration::from_secs(1),
+        // The owner reads no detail in between, so any call would be the loser's.
+        detail_resync: Some(std::time::Duration::from_secs(3600)),
         ..Default::default()
     })
     .await;
@@ -711,6 +730,19 @@ async fn conflicting_owner_takes_over_when_the_owner_goes() {
     )
     .await;
     assert_eq!(loser.status.unwrap().id, None, "the loser records no id");
+    // Two resyncs later the loser has still made no call of its own (list pages are shared).
+    eventually("two list reads", || {
+        requests_to(&env, "GET", "/api-key") >= 2
+    })
+    .await;
+    let own: Vec<String> = env
+        .sim
+        .request_log()
+        .iter()
+        .filter(|r| !(r.method == "GET" && r.path == "/api-key"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(own.is_empty(), "the loser makes no call: {own:?}");
 
     let uid = keys.get("ci").await.unwrap().uid().unwrap();
     keys.delete("ci", &DeleteParams::default()).await.unwrap();

@@ -123,13 +123,14 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
 
     // The comparison needs fields the list item lacks (permissions, allowed IPs). Status
     // mirrors them from the last detail read or write: a spec change is planned against it
-    // (no GET before the PUT); the detail is read when status does not know this key yet
-    // (adoption) and once per detail resync interval, to correct changes made at the service.
+    // (no GET before the PUT); the detail is read when status does not hold it (adoption)
+    // and once per detail resync interval, to correct changes made at the service.
+    let needs_detail = apikey::needs_detail(&desired);
     let mut detail: Option<ApiKeyDetail> = None;
     if let Some((item, _)) = &lookup
-        && apikey::needs_detail(&desired)
+        && needs_detail
         && ({
-            let known = old.id == Some(item.id);
+            let known = apikey::status_has_detail(old, item.id);
             (!known && spec_changed(obj, old.observed_generation))
                 || ctx.detail_due(&object_key(obj), known)
         })
@@ -144,7 +145,10 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, apikey::Observed::from(d))),
-        (Some((item, found)), None) => Some((*found, apikey::Observed::last_known(item, old))),
+        (Some((item, found)), None) if needs_detail => {
+            Some((*found, apikey::Observed::last_known(item, old)))
+        }
+        (Some((item, found)), None) => Some((*found, apikey::Observed::from(item))),
         _ => None,
     };
     let plan = match apikey::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o))) {

@@ -1,7 +1,8 @@
 //! Two resources must never manage one API object. When two resources of a kind claim the same
 //! API object (the same natural key, the same `mailtarget.co/external-id`, or a lookup that
 //! lands on an object whose id another resource records in `status.id`), one of them owns it and
-//! the other is reported `Stalled` with reason `ConflictingOwner` and makes no API call.
+//! the other is reported `Stalled` with reason `ConflictingOwner` and makes no API call of its
+//! own (it may share the account's list reads).
 //!
 //! The owner is decided the same way by every reconcile, from the objects in the controller's
 //! cache, so it never flips back and forth:
@@ -11,7 +12,7 @@
 //! 3. then namespace and name, in alphabetical order.
 //!
 //! A loser stays `Stalled` while the owner holds its claim, and is checked again at each resync
-//! (the check reads only the controller's cache, no API call): once the owner is deleted or
+//! (from the controller's cache and the shared lists, no per-object API call): once the owner is deleted or
 //! changes its claim, the loser takes over at its next resync. Deleting a loser never touches
 //! the owner's API object. `ObserveOnly` resources never write, so they take part in
 //! none of this: any number of them may observe an object, managed or not. Resources outside the operator's watch (another namespace

@@ -10,6 +10,7 @@ use kube::{Resource, ResourceExt};
 use super::cache::AccountCache;
 use super::detail::DetailSchedule;
 use super::metrics::Metrics;
+pub use super::status_writes::{StatusLedger, StatusWrite, status_digest};
 
 /// Field manager of every write the operator makes to Kubernetes (server-side apply).
 pub const FIELD_MANAGER: &str = "mailtarget-operator";
@@ -46,25 +47,6 @@ impl Default for Settings {
     }
 }
 
-/// What one status write of an object produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StatusWrite {
-    /// `metadata.resourceVersion` of the written object.
-    pub resource_version: Option<String>,
-    /// [`status_digest`] of the status the server stored.
-    pub digest: u64,
-}
-
-/// A digest of a status's JSON form, to tell whether a cached copy of an object carries the
-/// status this operator last wrote (two equal statuses serialize identically: fields are in
-/// declaration order). Not a security measure; collisions only cost a needless read.
-pub fn status_digest<S: serde::Serialize>(status: &S) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_vec(status).unwrap_or_default().hash(&mut h);
-    h.finish()
-}
-
 /// Everything a reconcile needs.
 pub struct Context {
     /// Kubernetes client.
@@ -82,7 +64,7 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     stalled: Mutex<HashMap<String, Option<i64>>>,
     details: DetailSchedule,
-    status_written: Mutex<HashMap<String, StatusWrite>>,
+    status_writes: StatusLedger,
     /// The controllers' caches, to find resources that claim the same API object.
     pub claims: super::claims::Claims,
     /// The managed Secrets (label `app.kubernetes.io/managed-by=mailtarget-operator`), cached
@@ -119,7 +101,7 @@ impl Context {
             failures: Mutex::default(),
             stalled: Mutex::default(),
             details,
-            status_written: Mutex::default(),
+            status_writes: StatusLedger::default(),
             claims: super::claims::Claims::default(),
             secret_cache: std::sync::OnceLock::new(),
         }
@@ -184,37 +166,25 @@ impl Context {
         self.details.read(key);
     }
 
-    /// Records what this operator's last status write of `key` produced (`None` forgets
-    /// `key`, e.g. once it is deleted).
+    /// Records what this operator's last status write of `key` produced, or a fresh read of
+    /// `key` (`None` forgets `key`, e.g. once it is deleted). See [`StatusLedger::record`].
     pub fn status_written(&self, key: &str, write: Option<StatusWrite>) {
-        if let Ok(mut m) = self.status_written.lock() {
-            match write {
-                Some(w) => m.insert(key.to_string(), w),
-                None => m.remove(key),
-            };
-        }
+        self.status_writes.record(key, write);
     }
 
-    /// True when a copy of `key` at `resource_version` whose status has digest `digest`
-    /// holds everything this operator's last status write of `key` wrote: it is the very
-    /// version that write produced, or its status is identical to the one that write stored
-    /// (its spec may be newer). (Resource versions are opaque: only equality is meaningful.)
+    /// See [`StatusLedger::holds_last`].
     pub fn holds_last_status_write(
         &self,
         key: &str,
         resource_version: Option<&str>,
         digest: u64,
     ) -> bool {
-        self.status_written
-            .lock()
-            .map(|m| {
-                m.get(key).is_some_and(|w| {
-                    w.digest == digest
-                        || (resource_version.is_some()
-                            && w.resource_version.as_deref() == resource_version)
-                })
-            })
-            .unwrap_or(false)
+        self.status_writes.holds_last(key, resource_version, digest)
+    }
+
+    /// See [`StatusLedger::is_earlier`].
+    pub fn is_earlier_status_write(&self, key: &str, resource_version: Option<&str>) -> bool {
+        self.status_writes.is_earlier(key, resource_version)
     }
 
     /// Forgets the failures of `key` after a success.

@@ -239,6 +239,12 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // manager stops sending), so the object is read again first, unless the cached copy holds
     // that write: the very version it produced (a resync, or the reconcile the write itself
     // triggered) or a later one with the same status (a spec change).
+    if ctx.is_earlier_status_write(&object_key(obj), obj.meta().resource_version.as_deref()) {
+        // The cached copy is the version of an earlier status write of this operator: the watch
+        // has yet to deliver the last one, whose event reconciles the object again (with the
+        // resync scheduled then). Nothing to do on this copy, and no read.
+        return Ok(Action::await_change());
+    }
     let fresh;
     let obj = if ctx.holds_last_status_write(
         &object_key(obj),
@@ -250,6 +256,9 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         let Some(read) = api.get_opt(&name).await? else {
             return Ok(Action::await_change());
         };
+        // The fresh copy holds every status write so far: later copies of this version (the
+        // resyncs after an operator restart, which wrote nothing yet) need no read.
+        ctx.status_written(&object_key(&read), Some(status_write(&read)));
         fresh = read;
         &fresh
     };

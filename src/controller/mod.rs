@@ -15,6 +15,7 @@ pub mod secrets;
 pub mod sendingdomain;
 pub mod server;
 pub mod status;
+pub mod status_writes;
 pub mod subaccount;
 
 use std::net::SocketAddr;

@@ -76,20 +76,20 @@ async fn converge(
     {
         return Err(Failure::conflict(obj, owner.as_ref(), old));
     }
+    let needs_detail = subaccount::needs_detail(&desired);
     let mut detail: Option<SubAccountDetail> = None;
     if let Some((item, _)) = &lookup
         // The list item lacks `ipPoolId` (compared only when the spec sets it) and the fields
         // status mirrors from the detail. Status keeps the last `ipPoolId` read or written, so
-        // a spec change is planned against it; the detail is read when status does not know
-        // this sub account yet (adoption) and once per detail resync interval. An update's
-        // answer is a detail too.
+        // a spec change is planned against it; the detail is read when status does not hold
+        // it yet (adoption, also by a ConflictingOwner loser taking over) and once per detail
+        // resync interval. An update's answer is a detail too.
         && ({
-            let known = old.id == Some(item.id);
+            let known = subaccount::status_has_detail(old, item.id);
             (!known
-                && spec_changed(obj, old.observed_generation)
-                && (subaccount::needs_detail(&desired) || old.id.is_none()))
-                || (subaccount::needs_detail(&desired)
-                    && ctx.detail_due(&object_key(obj), known))
+                && (spec_changed(obj, old.observed_generation) || old.id != Some(item.id))
+                && (needs_detail || old.id.is_none()))
+                || (needs_detail && ctx.detail_due(&object_key(obj), known))
         })
     {
         detail = Some(
@@ -102,7 +102,10 @@ async fn converge(
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, subaccount::Observed::from(d))),
-        (Some((item, found)), None) => Some((*found, subaccount::Observed::last_known(item, old))),
+        (Some((item, found)), None) if needs_detail => {
+            Some((*found, subaccount::Observed::last_known(item, old)))
+        }
+        (Some((item, found)), None) => Some((*found, subaccount::Observed::from(item))),
         _ => None,
     };
     let plan = subaccount::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o)));

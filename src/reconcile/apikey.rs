@@ -75,10 +75,21 @@ impl From<&ApiKeyDetail> for Observed {
     }
 }
 
+/// True when `status` describes the key `id` and holds fields read from its detail (a
+/// permission or an allowed IP): a spec change can then be planned against it without reading
+/// the detail. A status whose permissions and allowed IPs are both empty may never have been
+/// read from a detail (keys whose spec sets neither are compared through the list only), so it
+/// does not count.
+pub fn status_has_detail(status: &ApiKeyStatus, id: i64) -> bool {
+    status.id == Some(id) && (!status.permissions.is_empty() || !status.allowed_ips.is_empty())
+}
+
 impl Observed {
     /// The list item `i` with the detail-only fields as `status` last recorded them (from a
     /// detail read or an update's answer) when `status` describes this same key (`status.id ==
-    /// i.id`); otherwise those fields are unknown (`None`) and not compared.
+    /// i.id`); otherwise those fields are unknown (`None`) and not compared. Only for a spec
+    /// that sets permissions or allowed IPs ([`needs_detail`]); use `Observed::from(i)` for
+    /// the others, whose allowed IPs are not managed.
     pub fn last_known(i: &ApiKeyListItem, status: &ApiKeyStatus) -> Self {
         let mut o = Observed::from(i);
         if status.id == Some(i.id) {

@@ -63,6 +63,13 @@ impl From<&SubAccountDetail> for Observed {
     }
 }
 
+/// True when `status` describes the sub account `id` and holds fields read from its detail
+/// (`ipPoolId` is set only from a detail): a spec change can then be planned against it
+/// without reading the detail.
+pub fn status_has_detail(status: &SubAccountStatus, id: i64) -> bool {
+    status.id == Some(id) && status.ip_pool_id.is_some()
+}
+
 impl Observed {
     /// The list item `i` with `ipPoolId` as `status` last recorded it (from a detail read or
     /// an update's answer) when `status` describes this same sub account (`status.id == i.id`);
@@ -260,6 +267,20 @@ pub fn status_from_list_item(i: &SubAccountListItem, old: &SubAccountStatus) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ipPoolId` in status comes only from a detail: without it, status does not hold the
+    /// detail; with it, a spec change is planned against it.
+    #[test]
+    fn status_detail_is_known_by_its_ip_pool() {
+        let mut status = SubAccountStatus {
+            id: Some(5),
+            ..Default::default()
+        };
+        assert!(!status_has_detail(&status, 5));
+        status.ip_pool_id = Some(2);
+        assert!(status_has_detail(&status, 5));
+        assert!(!status_has_detail(&status, 6), "another sub account");
+    }
     use crate::reconcile::MatchedBy;
 
     fn desired_named(name: &str) -> Desired {

@@ -29,6 +29,7 @@ pub struct Env {
     pub sim: Simulator,
     pub kube: kube::Client,
     pub api: ApiClient,
+    settings: Settings,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -102,24 +103,47 @@ impl Env {
             verify_max_interval: Duration::from_secs(1),
             max_error_backoff: Duration::from_secs(2),
         };
-        let operator = Operator::new(
-            kube.clone(),
-            api.clone(),
-            std::sync::Arc::new(Metrics::default()),
-            settings,
-            "test".into(),
-        );
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(operator.run(async move {
-            let _ = rx.await;
-        }));
-        Env {
+        let mut env = Env {
             server,
             sim,
             kube,
             api,
-            stop: Some(tx),
-            task: Some(task),
+            settings,
+            stop: None,
+            task: None,
+        };
+        env.start_operator();
+        env
+    }
+
+    /// Starts an operator (a fresh process's state: no cache, no memory of earlier writes).
+    fn start_operator(&mut self) {
+        let operator = Operator::new(
+            self.kube.clone(),
+            self.api.clone(),
+            std::sync::Arc::new(Metrics::default()),
+            self.settings.clone(),
+            "test".into(),
+        );
+        let (tx, rx) = oneshot::channel::<()>();
+        self.task = Some(tokio::spawn(operator.run(async move {
+            let _ = rx.await;
+        })));
+        self.stop = Some(tx);
+    }
+
+    /// Stops the operator and starts a new one, as a restart of the operator's process does.
+    pub async fn restart_operator(&mut self) {
+        self.stop_operator().await;
+        self.start_operator();
+    }
+
+    async fn stop_operator(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(WAIT, task).await;
         }
     }
 
@@ -144,12 +168,7 @@ impl Env {
 
     /// Stops the operator and waits for it to finish.
     pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(WAIT, task).await;
-        }
+        self.stop_operator().await;
     }
 }
 
