@@ -196,23 +196,36 @@ impl Operator {
         let secrets_config =
             watcher::Config::default().labels("app.kubernetes.io/managed-by=mailtarget-operator");
 
-        // The managed Secrets, watched into a cache so that reconciles find intact Secrets
-        // without a GET (see `secrets`); managedFields are dropped to save memory.
+        // The managed Secrets, watched once into a cache so that reconciles find intact
+        // Secrets without a GET (see `secrets`); managedFields are dropped to save memory. The
+        // same watch triggers the Secrets' owners, and only after the cache holds the change:
+        // a reconcile started by a deleted or altered Secret always sees it so (with separate
+        // `owns` watches, it could run before this cache caught up, and leave the Secret
+        // altered until the next resync).
         let (secret_cache, secret_writer) = reflector::store::<Secret>();
         let _ = self.ctx.secret_cache.set(secret_cache);
+        let (owners, subs_trigger, keys_trigger, domains_trigger) = SecretOwners::channels();
         let secret_watch = reflector(
             secret_writer,
-            watcher(self.api::<Secret>(), secrets_config.clone())
+            watcher(self.api::<Secret>(), secrets_config)
                 .modify(|s| s.managed_fields_mut().clear())
                 .default_backoff(),
         )
         .take_until(stop())
-        .for_each(|_| async {});
+        .for_each(move |event| {
+            if let Ok(
+                watcher::Event::Apply(s) | watcher::Event::InitApply(s) | watcher::Event::Delete(s),
+            ) = &event
+            {
+                owners.trigger(s);
+            }
+            async {}
+        });
 
         let subs_controller = Controller::new(self.api::<SubAccount>(), self.watcher_config());
         let _ = self.ctx.claims.sub_accounts.set(subs_controller.store());
         let sub_accounts = subs_controller
-            .owns(self.api::<Secret>(), secrets_config.clone())
+            .reconcile_on(subs_trigger)
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
             .run(
@@ -224,9 +237,9 @@ impl Operator {
 
         let keys_controller = Controller::new(self.api::<ApiKey>(), self.watcher_config());
         let keys_store = keys_controller.store();
-        let _ = self.ctx.claims.api_keys.set(keys_controller.store());
+        let _ = self.ctx.claims.api_keys.set(keys_store.clone());
         let api_keys = keys_controller
-            .owns(self.api::<Secret>(), secrets_config.clone())
+            .reconcile_on(keys_trigger)
             .watches(
                 self.api::<SubAccount>(),
                 self.watcher_config(),
@@ -264,7 +277,7 @@ impl Operator {
             .sending_domains
             .set(domains_controller.store());
         let domains = domains_controller
-            .owns(self.api::<Secret>(), secrets_config)
+            .reconcile_on(domains_trigger)
             .with_config(config)
             .graceful_shutdown_on(stop())
             .run(
@@ -356,7 +369,8 @@ pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
     let resync_interval = args.resync_interval.max(Duration::from_secs(1));
     let settings = Settings {
         resync_interval,
-        detail_resync_interval: args.detail_resync_interval.max(resync_interval),
+        // Raised to the resync interval by the detail schedule when shorter.
+        detail_resync_interval: args.detail_resync_interval,
         verify_first_interval: args.verify_first_interval.max(Duration::from_millis(100)),
         verify_max_interval: args.verify_max_interval.max(Duration::from_secs(1)),
         ..Settings::default()
@@ -397,4 +411,63 @@ pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
     ready.store(true, Ordering::Relaxed);
     operator.run(stopped()).await;
     Ok(())
+}
+
+/// Routes a managed Secret's change to the controller of its owner's kind, as `Controller::owns`
+/// would (every owner reference of one of the three kinds).
+struct SecretOwners {
+    sub_accounts: futures::channel::mpsc::UnboundedSender<ObjectRef<SubAccount>>,
+    api_keys: futures::channel::mpsc::UnboundedSender<ObjectRef<ApiKey>>,
+    sending_domains: futures::channel::mpsc::UnboundedSender<ObjectRef<SendingDomain>>,
+}
+
+/// The receiving ends of [`SecretOwners`], one per kind.
+type Trigger<K> = futures::channel::mpsc::UnboundedReceiver<ObjectRef<K>>;
+
+impl SecretOwners {
+    fn channels() -> (
+        SecretOwners,
+        Trigger<SubAccount>,
+        Trigger<ApiKey>,
+        Trigger<SendingDomain>,
+    ) {
+        let (sub_accounts, subs) = futures::channel::mpsc::unbounded();
+        let (api_keys, keys) = futures::channel::mpsc::unbounded();
+        let (sending_domains, domains) = futures::channel::mpsc::unbounded();
+        let owners = SecretOwners {
+            sub_accounts,
+            api_keys,
+            sending_domains,
+        };
+        (owners, subs, keys, domains)
+    }
+
+    fn trigger(&self, secret: &Secret) {
+        let namespace = secret.namespace().unwrap_or_default();
+        for owner in secret.owner_references() {
+            if !owner.api_version.starts_with("mailtarget.co/") {
+                continue;
+            }
+            let name = owner.name.as_str();
+            // A closed channel means that controller has stopped (shutdown): nothing to do.
+            match owner.kind.as_str() {
+                "SubAccount" => {
+                    let _ = self
+                        .sub_accounts
+                        .unbounded_send(ObjectRef::new(name).within(&namespace));
+                }
+                "ApiKey" => {
+                    let _ = self
+                        .api_keys
+                        .unbounded_send(ObjectRef::new(name).within(&namespace));
+                }
+                "SendingDomain" => {
+                    let _ = self
+                        .sending_domains
+                        .unbounded_send(ObjectRef::new(name).within(&namespace));
+                }
+                _ => {}
+            }
+        }
+    }
 }
