@@ -144,34 +144,17 @@ async fn idle_resync_reads_only_list_pages() {
     })
     .await;
 
-    let (api_calls, kube_requests) = idle_resync_calls(&env).await;
-    assert!(
-        api_calls.is_empty(),
-        "only list pages are read: {api_calls:?}"
-    );
-    assert!(
-        kube_requests.is_empty(),
-        "no Kubernetes request: {kube_requests:?}"
-    );
-
-    // The same after a restart: the new process reads each object once, then resyncs from
-    // its cache.
+    assert_idle_resync(&env, "after creating").await;
+    // The same after a restart: the new process reads each object from Kubernetes once (its
+    // detail only when due), then resyncs from its cache.
     env.restart_operator().await;
-    let (api_calls, kube_requests) = idle_resync_calls(&env).await;
-    assert!(
-        api_calls.is_empty(),
-        "after a restart, only list pages are read: {api_calls:?}"
-    );
-    assert!(
-        kube_requests.is_empty(),
-        "after a restart, no Kubernetes request: {kube_requests:?}"
-    );
+    assert_idle_resync(&env, "after a restart").await;
     env.stop().await;
 }
 
-/// The calls of two resyncs in a row, once the operator is resyncing: API calls other than
-/// list pages, and Kubernetes requests.
-async fn idle_resync_calls(env: &Env) -> (Vec<String>, Vec<String>) {
+/// Asserts that two resyncs in a row, once the operator is resyncing, make no API call other
+/// than list pages and no Kubernetes request.
+async fn assert_idle_resync(env: &Env, when: &str) {
     const LISTS: [&str; 3] = ["/api-key", "/sub-account", "/domain/sending"];
     let lists_read = |n: usize| move || LISTS.iter().all(|p| requests_to(env, "GET", p) >= n);
     // Start counting once every list was read again (the resyncs have begun, and whatever the
@@ -182,18 +165,25 @@ async fn idle_resync_calls(env: &Env) -> (Vec<String>, Vec<String>) {
     env.sim.clear_request_log();
     let kube_mark = env.server.request_log().len();
     eventually("two resyncs of every kind", lists_read(2)).await;
-    let kube_requests = env.server.request_log()[kube_mark..]
+    let kube_requests: Vec<String> = env.server.request_log()[kube_mark..]
         .iter()
         .map(|r| format!("{} {}", r.method, r.path_and_query))
         .collect();
-    let api_calls = env
+    let api_calls: Vec<String> = env
         .sim
         .request_log()
         .iter()
         .filter(|r| !(r.method == "GET" && LISTS.contains(&r.path.as_str())))
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
-    (api_calls, kube_requests)
+    assert!(
+        api_calls.is_empty(),
+        "{when}: only list pages are read: {api_calls:?}"
+    );
+    assert!(
+        kube_requests.is_empty(),
+        "{when}: no Kubernetes request: {kube_requests:?}"
+    );
 }
 
 /// With the detail resync interval equal to the resync interval, a permission change made at
@@ -202,7 +192,6 @@ async fn idle_resync_calls(env: &Env) -> (Vec<String>, Vec<String>) {
 async fn detail_resync_corrects_permission_drift() {
     let env = Env::start_with(Options {
         resync: std::time::Duration::from_secs(1),
-        detail_resync: Some(std::time::Duration::from_secs(1)),
         ..Default::default()
     })
     .await;
@@ -680,6 +669,7 @@ fn stalled_because(reason: &'static str) -> impl Fn(&ApiKey) -> bool {
         k.status.as_ref().is_some_and(|s| {
             s.conditions.iter().any(|c| {
                 c.type_ == "Stalled"
+                    && format!("{:?}", c.status) == "True"
                     && c.reason == reason
                     && c.observed_generation == k.metadata.generation
             })

@@ -203,6 +203,7 @@ async fn watch_kind(kube: &kube::Client, kind: &'static str) -> Result<KindWatch
         api_for(kube, kind),
         watcher::Config::default().labels(RUN_LABEL),
     )
+    .default_backoff()
     .boxed();
     loop {
         match events.try_next().await {
@@ -233,7 +234,7 @@ async fn wait_watched(
                 let obj = match w.events.try_next().await {
                     Ok(Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => o,
                     Ok(Some(_)) | Err(_) => continue,
-                    Ok(None) => return,
+                    Ok(None) => return Err(format!("the watch of {} ended", w.kind)),
                 };
                 let ready = want.get(&obj.name_any()).is_some_and(|generation| {
                     obj.data
@@ -245,10 +246,11 @@ async fn wait_watched(
                     want.remove(&obj.name_any());
                 }
             }
+            Ok(())
         }
     }));
-    if tokio::time::timeout(limit, all).await.is_ok() {
-        return Ok(());
+    if let Ok(results) = tokio::time::timeout(limit, all).await {
+        return results.into_iter().collect();
     }
     Err(format!(
         "not every changed object was Ready within {limit:?}; not Ready, by kind and reason: {}",

@@ -132,6 +132,12 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// True when the service answered but its body could not be used: malformed, mistyped, or
+    /// over the size cap. For a write, the service may well have committed it.
+    pub fn is_unreadable_answer(&self) -> bool {
+        matches!(self, ApiError::Decode { .. } | ApiError::TooLarge { .. })
+    }
+
     /// True for errors worth retrying an idempotent call on: 429, 5xx, timeouts and transport
     /// errors.
     pub fn is_retryable(&self) -> bool {

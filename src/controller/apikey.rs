@@ -132,7 +132,7 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         && ({
             let known = apikey::status_has_detail(old, item.id);
             (!known && spec_changed(obj, old.observed_generation))
-                || ctx.detail_due(&object_key(obj), known)
+                || ctx.details.due(&object_key(obj), known)
         })
     {
         detail = Some(
@@ -141,7 +141,7 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
                 .await
                 .map_err(|e| Failure::api(e, "reading the API key", old))?,
         );
-        ctx.detail_read(&object_key(obj));
+        ctx.details.read(&object_key(obj));
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, apikey::Observed::from(d))),
@@ -264,7 +264,7 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
 
     if status_source.is_some() {
         // A create's or update's answer is a detail: the next detail read is due an interval on.
-        ctx.detail_read(&object_key(obj));
+        ctx.details.read(&object_key(obj));
     }
     let mut status = match (&status_source, &lookup) {
         (Some(d), _) => apikey::status_from_detail(d),

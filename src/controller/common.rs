@@ -49,7 +49,7 @@ pub fn api_failure(e: &ApiError, doing: &str) -> Outcome {
                 "{message}; the object was deleted at the service, looking for it again at the next resync"
             ),
         }
-    } else if matches!(e, ApiError::Decode { .. } | ApiError::TooLarge { .. }) {
+    } else if e.is_unreadable_answer() {
         Outcome::Progressing {
             reason: "InvalidApiResponse",
             message: format!(

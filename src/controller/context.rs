@@ -10,7 +10,7 @@ use kube::{Resource, ResourceExt};
 use super::cache::AccountCache;
 use super::detail::DetailSchedule;
 use super::metrics::Metrics;
-pub use super::status_writes::{StatusLedger, StatusWrite, status_digest};
+use super::status_writes::StatusLedger;
 
 /// Field manager of every write the operator makes to Kubernetes (server-side apply).
 pub const FIELD_MANAGER: &str = "mailtarget-operator";
@@ -63,8 +63,10 @@ pub struct Context {
     pub settings: Settings,
     failures: Mutex<HashMap<String, u32>>,
     stalled: Mutex<HashMap<String, Option<i64>>>,
-    details: DetailSchedule,
-    status_writes: StatusLedger,
+    /// When each object's detail-only fields are due for a read.
+    pub details: DetailSchedule,
+    /// This process's status writes, to tell whether a cached copy holds them.
+    pub status_writes: StatusLedger,
     /// The controllers' caches, to find resources that claim the same API object.
     pub claims: super::claims::Claims,
     /// The managed Secrets (label `app.kubernetes.io/managed-by=mailtarget-operator`), cached
@@ -154,37 +156,6 @@ impl Context {
         if let Ok(mut m) = self.stalled.lock() {
             m.remove(key);
         }
-    }
-
-    /// True when the detail of `key`'s API object is due (see [`DetailSchedule::due`]).
-    pub fn detail_due(&self, key: &str, known: bool) -> bool {
-        self.details.due(key, known)
-    }
-
-    /// Records that the detail of `key`'s API object was just read (or returned by a write).
-    pub fn detail_read(&self, key: &str) {
-        self.details.read(key);
-    }
-
-    /// Records what this operator's last status write of `key` produced, or a fresh read of
-    /// `key` (`None` forgets `key`, e.g. once it is deleted). See [`StatusLedger::record`].
-    pub fn status_written(&self, key: &str, write: Option<StatusWrite>) {
-        self.status_writes.record(key, write);
-    }
-
-    /// See [`StatusLedger::holds_last`].
-    pub fn holds_last_status_write(
-        &self,
-        key: &str,
-        resource_version: Option<&str>,
-        digest: u64,
-    ) -> bool {
-        self.status_writes.holds_last(key, resource_version, digest)
-    }
-
-    /// See [`StatusLedger::is_earlier`].
-    pub fn is_earlier_status_write(&self, key: &str, resource_version: Option<&str>) -> bool {
-        self.status_writes.is_earlier(key, resource_version)
     }
 
     /// Forgets the failures of `key` after a success.

@@ -59,6 +59,13 @@ impl DetailSchedule {
         now.saturating_duration_since(read) >= max_age
     }
 
+    /// Forgets `key` (its object is being deleted).
+    pub fn forget(&self, key: &str) {
+        if let Ok(mut reads) = self.reads.lock() {
+            reads.remove(key);
+        }
+    }
+
     /// Records that the detail of `key` was just read (or returned by a create or update).
     pub fn read(&self, key: &str) {
         if let Ok(mut reads) = self.reads.lock() {
@@ -83,6 +90,8 @@ mod tests {
         s.read("ns/a");
         assert!(!s.due("ns/a", false));
         assert!(!s.due("ns/a", true));
+        s.forget("ns/a");
+        assert!(s.due("ns/a", false), "a forgotten key is unknown again");
     }
 
     /// After a restart, objects whose status mirrors the detail are spread over one interval:

@@ -16,9 +16,10 @@ use serde::de::DeserializeOwned;
 
 use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
 use super::common::{api_failure, is_paused, measured, warn_event};
-use super::context::{Context, StatusWrite, object_key, status_digest};
+use super::context::{Context, object_key};
 use super::error::{Error, Result};
 use super::status::{Outcome, patch_status, set_conditions};
+use super::status_writes::{StatusWrite, status_digest};
 use crate::api::ApiError;
 use crate::crd::{ApiKeyStatus, Condition, FINALIZER, SendingDomainStatus, SubAccountStatus};
 
@@ -206,7 +207,8 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
                 Finalizer::Apply(o) => apply(o.as_ref(), &ctx, &api).await,
                 Finalizer::Cleanup(o) => {
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
-                    ctx.status_written(&object_key(o.as_ref()), None);
+                    ctx.status_writes.record(&object_key(o.as_ref()), None);
+                    ctx.details.forget(&object_key(o.as_ref()));
                     if let Some(id) = o.recorded_id()
                         && ctx.claims.owner(o.as_ref(), Some(id)).await.is_some()
                     {
@@ -239,14 +241,17 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // manager stops sending), so the object is read again first, unless the cached copy holds
     // that write: the very version it produced (a resync, or the reconcile the write itself
     // triggered) or a later one with the same status (a spec change).
-    if ctx.is_earlier_status_write(&object_key(obj), obj.meta().resource_version.as_deref()) {
+    if ctx
+        .status_writes
+        .is_earlier(&object_key(obj), obj.meta().resource_version.as_deref())
+    {
         // The cached copy is the version of an earlier status write of this operator: the watch
         // has yet to deliver the last one, whose event reconciles the object again (with the
         // resync scheduled then). Nothing to do on this copy, and no read.
         return Ok(Action::await_change());
     }
     let fresh;
-    let obj = if ctx.holds_last_status_write(
+    let obj = if ctx.status_writes.holds_last(
         &object_key(obj),
         obj.meta().resource_version.as_deref(),
         status_digest(&obj.current_status()),
@@ -258,7 +263,8 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         };
         // The fresh copy holds every status write so far: later copies of this version (the
         // resyncs after an operator restart, which wrote nothing yet) need no read.
-        ctx.status_written(&object_key(&read), Some(status_write(&read)));
+        ctx.status_writes
+            .record(&object_key(&read), Some(status_write(&read)));
         fresh = read;
         &fresh
     };
@@ -279,7 +285,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         };
         set_conditions(first.conditions_mut(), &outcome, generation);
         let written = patch_status(api, &name, &first).await?;
-        ctx.status_written(&key, Some(status_write(&written)));
+        ctx.status_writes.record(&key, Some(status_write(&written)));
     }
     let converged = match ctx.claims.owner(obj, None).await {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
@@ -299,7 +305,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // this reconcile is the one to keep).
     if serde_json::to_value(&status).ok() != serde_json::to_value(&old).ok() {
         let written = patch_status(api, &name, &status).await?;
-        ctx.status_written(&key, Some(status_write(&written)));
+        ctx.status_writes.record(&key, Some(status_write(&written)));
     }
     // A ConflictingOwner loser is not marked stalled: it is checked again at each resync (from
     // the cache, no API call) and takes over once the owner is gone.

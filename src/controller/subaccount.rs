@@ -89,7 +89,7 @@ async fn converge(
             (!known
                 && (spec_changed(obj, old.observed_generation) || old.id != Some(item.id))
                 && (needs_detail || old.id.is_none()))
-                || (needs_detail && ctx.detail_due(&object_key(obj), known))
+                || (needs_detail && ctx.details.due(&object_key(obj), known))
         })
     {
         detail = Some(
@@ -98,7 +98,7 @@ async fn converge(
                 .await
                 .map_err(|e| Failure::api(e, "reading the sub account", old))?,
         );
-        ctx.detail_read(&object_key(obj));
+        ctx.details.read(&object_key(obj));
     }
     let observed = match (&lookup, &detail) {
         (Some((_, found)), Some(d)) => Some((*found, subaccount::Observed::from(d))),
@@ -221,7 +221,7 @@ async fn converge(
     }
     if detail.is_some() {
         // A create's or update's answer is a detail: the next detail read is due an interval on.
-        ctx.detail_read(&object_key(obj));
+        ctx.details.read(&object_key(obj));
     }
     let status = match (&detail, &lookup) {
         (Some(d), _) => subaccount::status_from_detail(d),

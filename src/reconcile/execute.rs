@@ -13,7 +13,7 @@ use crate::api::ApiError;
 /// answer (timeout, dropped connection, 5xx, 429), or a success answer whose body could not be
 /// read (malformed, mistyped, over the size cap): the object was created all the same.
 pub fn may_have_committed(error: &ApiError) -> bool {
-    error.is_retryable() || matches!(error, ApiError::Decode { .. } | ApiError::TooLarge { .. })
+    error.is_retryable() || error.is_unreadable_answer()
 }
 
 /// Runs `create`; when it fails in a way that may have committed, runs `recover` (a lookup by

@@ -189,17 +189,32 @@ pub async fn wait_for<K>(
     cond: impl Fn(&K) -> bool + Send + 'static,
 ) -> K
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug + Send + 'static,
 {
     let fut = await_condition(api.clone(), name, move |o: Option<&K>| o.is_some_and(&cond));
     match tokio::time::timeout(WAIT, fut).await {
         Ok(Ok(Some(obj))) => obj,
-        Ok(other) => panic!("waiting for {name} to be {what}: {other:?}"),
-        Err(_) => panic!(
-            "{name} was not {what} within {WAIT:?}; last: {:?}",
-            api.get_opt(name).await
-        ),
+        Ok(Ok(None)) => panic!("waiting for {name} to be {what}: it is gone"),
+        Ok(Err(e)) => panic!("waiting for {name} to be {what}: {e}"),
+        Err(_) => {
+            let last = api.get_opt(name).await.ok().flatten();
+            panic!(
+                "{name} was not {what} within {WAIT:?}; last: {}",
+                without_secret_data(last.as_ref())
+            )
+        }
     }
+}
+
+/// `obj` as JSON for a failure message, without a Secret's `data` and `stringData` (key values
+/// and private keys must not reach test output either).
+pub fn without_secret_data<K: serde::Serialize>(obj: Option<&K>) -> String {
+    let mut v = serde_json::to_value(obj).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("data");
+        m.remove("stringData");
+    }
+    v.to_string()
 }
 
 /// Waits until `name` is gone.

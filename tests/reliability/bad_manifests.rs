@@ -82,6 +82,7 @@ where
         + HasConditions
         + Clone
         + DeserializeOwned
+        + serde::Serialize
         + std::fmt::Debug
         + Send
         + 'static,

@@ -20,6 +20,7 @@ where
         + HasConditions
         + Clone
         + serde::de::DeserializeOwned
+        + serde::Serialize
         + std::fmt::Debug
         + Send
         + 'static,
@@ -353,11 +354,12 @@ async fn objects_created_at_the_service_after_the_lists_were_cached_are_found() 
         .iter()
         .find(|k| k.sub_account_id == sub.id)
         .expect("the sub account's key");
-    assert_eq!(
+    assert!(
         secret_value(&rig.kube, "late-key", "apiKey")
             .await
-            .as_deref(),
-        Some(first.key.as_str())
+            .as_deref()
+            == Some(first.key.as_str()),
+        "Secret late-key does not hold the sub account's key"
     );
     rig.stop_operator().await;
     let writes: Vec<_> = rig

@@ -79,6 +79,7 @@ async fn all_report(rig: &Rig, reason: &'static str, says: &'static str) {
             + HasConditions
             + Clone
             + serde::de::DeserializeOwned
+            + serde::Serialize
             + std::fmt::Debug
             + Send
             + 'static,
