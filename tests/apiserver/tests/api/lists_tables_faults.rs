@@ -1,5 +1,5 @@
 //! Lists (paging, resourceVersion), Table answers, injected faults and the request log.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! configmap (protobuf bodies), api-resources, validation errors.
 //!
 //! Skipped with a printed message when kubectl is absent, unless CI=true (then they fail).
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Output;

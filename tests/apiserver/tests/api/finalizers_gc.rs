@@ -1,5 +1,5 @@
 //! Finalizers, deletionTimestamp, garbage collection by ownerReferences, CRD deletion.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The stored-only built-in kinds (Deployment, ServiceAccount, Service, the four RBAC kinds,
 //! PodDisruptionBudget): served with discovery, typed round trips, strict field validation,
 //! status and generation as in kube-apiserver, and tables; nothing acts on them.
-mod common;
+use crate::common;
 
 use common::Raw;
 use k8s_openapi::api::apps::v1::Deployment;

@@ -1,6 +1,6 @@
 //! Object semantics through kube-rs and raw HTTP: metadata, generation, status subresource,
 //! optimistic concurrency, validation errors, patches, server-side apply.
-mod common;
+use crate::common;
 
 use common::{Raw, server_with_widgets, widget, widgets};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};

@@ -1,6 +1,6 @@
 //! kube-rs runtime pieces against the emulator, unchanged: watcher (list+watch and streaming
 //! lists), reflector, Controller; plus recovery from dropped watches.
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

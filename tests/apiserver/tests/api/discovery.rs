@@ -1,5 +1,5 @@
 //! Discovery, version and OpenAPI documents.
-mod common;
+use crate::common;
 
 use common::{Raw, server_with_widgets};
 use mailtarget_test_apiserver::TestApiServer;

@@ -181,7 +181,7 @@ async fn kubectl_create_secret_body_decodes() {
     assert_eq!(decoded, expected_secret());
 }
 
-/// Where the captured body lives; `CAPTURE_KUBECTL_FIXTURE=1 cargo test --test kubectl_protobuf`
+/// Where the captured body lives; `CAPTURE_KUBECTL_FIXTURE=1 cargo test -p mailtarget-test-apiserver --test api kubectl_protobuf::`
 /// rewrites it from the live run.
 fn fixture_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubectl-create-secret.pb")

@@ -1,6 +1,6 @@
 //! Watches over raw HTTP: initial events, replay from a resourceVersion, 410, bookmarks,
 //! streaming lists, selectors, timeouts and dropped streams.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
