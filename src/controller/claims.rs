@@ -31,15 +31,6 @@ use crate::reconcile::validate;
 /// Longest wait for the controller's cache to hold its first complete list.
 const STORE_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What a resource claims in the service.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Claim {
-    /// A specific id, from the `mailtarget.co/external-id` annotation.
-    Id(i64),
-    /// A natural key: sub account name, sending domain (lower case), or key scope and name.
-    Natural(String),
-}
-
 /// The controllers' caches of the three kinds, set by [`super::Operator::run`].
 #[derive(Default)]
 pub struct Claims {
@@ -65,8 +56,11 @@ pub trait Claimant: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
     const KEY_FIELD: &'static str;
     /// The controller's cache of this kind, once the operator runs.
     fn store(claims: &Claims) -> Option<&Store<Self>>;
-    /// What this resource claims.
-    fn claim(&self) -> Claim;
+    /// True when `self` and `other` name the same API object by its natural key: sub account
+    /// name, sending domain (ASCII case ignored), or key name within the same sub account
+    /// reference (or both without one). Compared against every cached resource of the kind at
+    /// each reconcile, so it borrows and never allocates.
+    fn same_natural_key(&self, other: &Self) -> bool;
     /// `status.id`.
     fn recorded_id(&self) -> Option<i64>;
     /// False under `managementPolicy: ObserveOnly`: such a resource never writes, so it owns
@@ -80,14 +74,32 @@ fn external_id<K: Resource>(obj: &K) -> Option<i64> {
         .flatten()
 }
 
+/// The name the API object carries: `spec.name`, else `metadata.name` (borrowed).
+fn service_name<'a, K: Resource>(spec_name: &'a Option<String>, obj: &'a K) -> &'a str {
+    spec_name
+        .as_deref()
+        .or(obj.meta().name.as_deref())
+        .unwrap_or_default()
+}
+
+/// True when `a` and `b` claim the same API object: the same `mailtarget.co/external-id`
+/// annotation, or, when neither carries one, the same natural key.
+fn same_claim<K: Claimant>(a: &K, b: &K) -> bool {
+    match (external_id(a), external_id(b)) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => a.same_natural_key(b),
+        _ => false,
+    }
+}
+
 impl Claimant for SubAccount {
     const NOUN: &'static str = "sub account";
     const KEY_FIELD: &'static str = "spec.name";
     fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.sub_accounts.get()
     }
-    fn claim(&self) -> Claim {
-        external_id(self).map_or_else(|| Claim::Natural(self.service_name()), Claim::Id)
+    fn same_natural_key(&self, other: &Self) -> bool {
+        service_name(&self.spec.name, self) == service_name(&other.spec.name, other)
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
@@ -103,20 +115,15 @@ impl Claimant for ApiKey {
     fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.api_keys.get()
     }
-    fn claim(&self) -> Claim {
-        external_id(self).map_or_else(
-            || {
-                let scope = self
-                    .spec
-                    .sub_account_ref
-                    .as_ref()
-                    .map_or_else(String::new, |r| {
-                        format!("{}/{}", self.namespace().unwrap_or_default(), r.name)
-                    });
-                Claim::Natural(format!("{scope}\n{}", self.service_name()))
-            },
-            Claim::Id,
-        )
+    fn same_natural_key(&self, other: &Self) -> bool {
+        service_name(&self.spec.name, self) == service_name(&other.spec.name, other)
+            && match (&self.spec.sub_account_ref, &other.spec.sub_account_ref) {
+                (None, None) => true,
+                (Some(a), Some(b)) => {
+                    a.name == b.name && self.meta().namespace == other.meta().namespace
+                }
+                _ => false,
+            }
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
@@ -132,11 +139,8 @@ impl Claimant for SendingDomain {
     fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.sending_domains.get()
     }
-    fn claim(&self) -> Claim {
-        external_id(self).map_or_else(
-            || Claim::Natural(self.spec.domain.to_ascii_lowercase()),
-            Claim::Id,
-        )
+    fn same_natural_key(&self, other: &Self) -> bool {
+        self.spec.domain.eq_ignore_ascii_case(&other.spec.domain)
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
@@ -162,34 +166,34 @@ fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, St
 
 /// Among `others`, the resource that owns what `obj` claims, when it is not `obj`.
 ///
-/// Rivals are the resources with the same [`Claim`] (unless both record different ids, i.e.
-/// each already manages its own object), and, when `id` is given, those recording `id` in
-/// `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
+/// Rivals are the resources with the same claim (external-id annotation, else natural key)
+/// unless both record different ids (each already manages its own object), and, when `id` is
+/// given, those recording `id` in `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
 /// before `obj`. `ObserveOnly` resources are neither owners nor rivals.
 pub fn preceding_owner<K: Claimant>(
     obj: &K,
     id: Option<i64>,
     others: impl IntoIterator<Item = Arc<K>>,
 ) -> Option<Arc<K>> {
-    let uid = obj.uid();
-    let claim = obj.claim();
-    let mine = obj.recorded_id();
-    let by_claim = id.is_none();
     if !obj.writes() {
         return None;
     }
+    let uid = &obj.meta().uid;
+    let mine = obj.recorded_id();
+    let by_claim = id.is_none();
+    let my_rank = rank(obj, id);
     others
         .into_iter()
-        .filter(|o| o.uid() != uid && o.writes())
+        .filter(|o| &o.meta().uid != uid && o.writes())
         .filter(|o| {
             if by_claim {
                 let both_differ = matches!((mine, o.recorded_id()), (Some(a), Some(b)) if a != b);
-                o.claim() == claim && !both_differ
+                !both_differ && same_claim(obj, o.as_ref())
             } else {
                 o.recorded_id() == id
             }
         })
-        .filter(|o| rank(o.as_ref(), id) < rank(obj, id))
+        .filter(|o| rank(o.as_ref(), id) < my_rank)
         .min_by(|a, b| rank(a.as_ref(), id).cmp(&rank(b.as_ref(), id)))
 }
 
@@ -322,6 +326,77 @@ mod tests {
         );
         assert!(preceding_owner(a.as_ref(), Some(9), all.clone()).is_none());
         assert!(preceding_owner(b.as_ref(), Some(10), all).is_none());
+    }
+
+    /// What counts as the same claim, kind by kind: the external-id annotation wins over the
+    /// natural key; a key's natural key includes its sub account reference and namespace; a
+    /// domain ignores ASCII case.
+    #[test]
+    fn same_claim_by_kind() {
+        let annotated = |k: &Arc<ApiKey>, id: &str| {
+            let mut k = (**k).clone();
+            k.metadata.annotations =
+                Some([(ANNOTATION_EXTERNAL_ID.to_string(), id.to_string())].into());
+            k
+        };
+        let in_sub = |k: &Arc<ApiKey>, ns: &str, sub: &str| {
+            let mut k = (**k).clone();
+            k.metadata.namespace = Some(ns.into());
+            k.spec.sub_account_ref = Some(crate::crd::LocalObjectReference { name: sub.into() });
+            k
+        };
+        let a = key("a", "ci", 100, None);
+        let b = key("b", "ci", 200, None);
+        let other = key("c", "other", 300, None);
+        assert!(same_claim(a.as_ref(), b.as_ref()));
+        assert!(!same_claim(a.as_ref(), other.as_ref()));
+        // The annotation decides, whatever the names.
+        assert!(same_claim(&annotated(&a, "5"), &annotated(&other, " 5")));
+        assert!(!same_claim(&annotated(&a, "5"), &annotated(&b, "6")));
+        assert!(!same_claim(&annotated(&a, "5"), b.as_ref()));
+        // Keys of different sub accounts, or of the account and a sub account, differ.
+        assert!(same_claim(&in_sub(&a, "t", "s1"), &in_sub(&b, "t", "s1")));
+        assert!(!same_claim(&in_sub(&a, "t", "s1"), &in_sub(&b, "t", "s2")));
+        assert!(!same_claim(&in_sub(&a, "t", "s1"), &in_sub(&b, "u", "s1")));
+        assert!(!same_claim(&in_sub(&a, "t", "s1"), b.as_ref()));
+        // Without spec.name the resource name is the key name.
+        let mut unnamed = (*b).clone();
+        unnamed.spec.name = None;
+        unnamed.metadata.name = Some("ci".into());
+        assert!(same_claim(a.as_ref(), &unnamed));
+
+        let domain = |d: &str| {
+            SendingDomain::new(
+                "d",
+                crate::crd::SendingDomainSpec {
+                    domain: d.into(),
+                    ..Default::default()
+                },
+            )
+        };
+        assert!(same_claim(
+            &domain("Mail.Example.com"),
+            &domain("mail.example.com")
+        ));
+        assert!(!same_claim(
+            &domain("mail.example.com"),
+            &domain("example.com")
+        ));
+
+        let sub = |name: Option<&str>, resource: &str| {
+            SubAccount::new(
+                resource,
+                crate::crd::SubAccountSpec {
+                    name: name.map(Into::into),
+                    ..Default::default()
+                },
+            )
+        };
+        assert!(same_claim(&sub(Some("team"), "x"), &sub(None, "team")));
+        assert!(!same_claim(
+            &sub(Some("team"), "x"),
+            &sub(Some("Team"), "y")
+        ));
     }
 
     /// The message names the owner and what to change.
