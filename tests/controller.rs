@@ -554,6 +554,21 @@ async fn domain_pending_to_verified() {
     let pem = secret_value(&secret, "dkimPrivateKey").unwrap();
     assert!(pem.contains("PRIVATE KEY"));
     assert!(!serde_json::to_string(&status).unwrap().contains(&pem));
+    // The missing Secret was read once (to find a foreign Secret of that name), then written.
+    let secret_path = "/api/v1/namespaces/default/secrets/mail-dkim";
+    let reads_before_write: Vec<String> = env
+        .server
+        .request_log()
+        .iter()
+        .filter(|r| r.path_and_query.starts_with(secret_path))
+        .take_while(|r| r.method != "PATCH")
+        .map(|r| format!("{} {} -> {}", r.method, r.path_and_query, r.status))
+        .collect();
+    assert_eq!(
+        reads_before_write,
+        vec![format!("GET {secret_path} -> 404")],
+        "one read of the missing Secret before it is written"
+    );
     env.stop().await;
 }
 

@@ -54,27 +54,44 @@ fn cached<K: Resource<DynamicType = ()>>(
         .get(&ObjectRef::new(name).within(&namespace))
 }
 
-/// True when Secret `name` exists, is controlled by `owner`, and its `key` still matches the
-/// checksum written with it (nobody altered or emptied it). Answered from the watch cache when
-/// it shows the Secret intact, else with a GET.
+/// What [`check`] found.
+#[derive(Debug)]
+pub enum Integrity {
+    /// The Secret exists, is owned by the owner, and its key matches the checksum written with
+    /// it.
+    Intact,
+    /// Missing, altered or not owned; `current` is the Secret as the GET just returned it
+    /// (`None`: it does not exist), for [`ensure_over`] to write without reading it again.
+    Broken {
+        /// The Secret as read from the API.
+        current: Option<Box<Secret>>,
+    },
+}
+
+/// Whether Secret `name` exists, is owned by `owner`, and its `key` still matches the checksum
+/// written with it (nobody altered or emptied it). Answered from the watch cache when it shows
+/// the Secret intact, else with one GET.
 ///
 /// Errors: Kubernetes API errors.
-pub async fn is_intact<K: Resource<DynamicType = ()>>(
+pub async fn check<K: Resource<DynamicType = ()>>(
     ctx: &Context,
     owner: &K,
     name: &str,
     key: &str,
-) -> Result<bool, kube::Error> {
+) -> Result<Integrity, kube::Error> {
     let uid = owner.uid().unwrap_or_default();
     if cached(ctx, owner, name).is_some_and(|s| intact(&s, &uid, key)) {
-        return Ok(true);
+        return Ok(Integrity::Intact);
     }
     let api: Api<Secret> =
         Api::namespaced(ctx.kube.clone(), &owner.namespace().unwrap_or_default());
-    let Some(secret) = api.get_opt(name).await? else {
-        return Ok(false);
-    };
-    Ok(intact(&secret, &uid, key))
+    let current = api.get_opt(name).await?;
+    Ok(match current {
+        Some(secret) if intact(&secret, &uid, key) => Integrity::Intact,
+        current => Integrity::Broken {
+            current: current.map(Box::new),
+        },
+    })
 }
 
 /// What [`ensure`] did.
@@ -132,6 +149,28 @@ pub async fn ensure<K: Resource<DynamicType = ()>>(
     key: &str,
     value: &SecretString,
 ) -> Result<SecretWrite, SecretError> {
+    let uid = owner.uid().unwrap_or_default();
+    if cached(ctx, owner, name).is_some_and(|s| holds(&s, &uid, key, value)) {
+        return Ok(SecretWrite::Unchanged);
+    }
+    let api: Api<Secret> =
+        Api::namespaced(ctx.kube.clone(), &owner.namespace().unwrap_or_default());
+    let current = api.get_opt(name).await?;
+    ensure_over(ctx, owner, name, key, value, current.as_ref()).await
+}
+
+/// [`ensure`] for a caller that has just read the Secret (`current`, `None` when it does not
+/// exist, e.g. from [`check`]): no further read before the write.
+///
+/// Errors: Kubernetes API errors; a Secret controlled by another object.
+pub async fn ensure_over<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    owner: &K,
+    name: &str,
+    key: &str,
+    value: &SecretString,
+    current: Option<&Secret>,
+) -> Result<SecretWrite, SecretError> {
     let namespace = owner.namespace().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(ctx.kube.clone(), &namespace);
     let owner_ref = owner
@@ -140,10 +179,7 @@ pub async fn ensure<K: Resource<DynamicType = ()>>(
             name: name.into(),
             owner: "nobody (the owner has no uid)".into(),
         })?;
-    if cached(ctx, owner, name).is_some_and(|s| holds(&s, &owner_ref.uid, key, value)) {
-        return Ok(SecretWrite::Unchanged);
-    }
-    if let Some(existing) = api.get_opt(name).await? {
+    if let Some(existing) = current {
         if let Some(other) = existing
             .owner_references()
             .iter()
@@ -154,7 +190,7 @@ pub async fn ensure<K: Resource<DynamicType = ()>>(
                 owner: format!("{}/{}", other.kind, other.name),
             });
         }
-        if holds(&existing, &owner_ref.uid, key, value) {
+        if holds(existing, &owner_ref.uid, key, value) {
             return Ok(SecretWrite::Unchanged);
         }
     }

@@ -12,7 +12,7 @@ use super::common::{delete_per_policy, spec_changed};
 use super::context::Context;
 use super::error::Result;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
-use super::secrets::{self, SecretError};
+use super::secrets::{self, Integrity, SecretError};
 use super::status::Outcome;
 use crate::api::SendingDomainDetail;
 use crate::crd::conditions::now_rfc3339;
@@ -296,9 +296,10 @@ async fn converge(
 
     // The DKIM private key, when asked for, into its Secret.
     if let Some(secret_name) = &desired.dkim_private_key_secret_name {
-        let intact = secrets::is_intact(ctx, obj, secret_name, DKIM_SECRET_KEY)
+        let integrity = secrets::check(ctx, obj, secret_name, DKIM_SECRET_KEY)
             .await
             .map_err(|e| Failure::kube("SecretWriteFailed", e, &status))?;
+        let intact = matches!(integrity, Integrity::Intact);
         if !intact || detail.is_some() {
             let d = match detail.take() {
                 Some(d) => d,
@@ -308,8 +309,24 @@ async fn converge(
                     .await
                     .map_err(|e| Failure::api(e, "reading the sending domain", &status))?,
             };
-            match secrets::ensure(ctx, obj, secret_name, DKIM_SECRET_KEY, &d.dkim_private_key).await
-            {
+            let key = &d.dkim_private_key;
+            let written = match &integrity {
+                Integrity::Broken { current } => {
+                    secrets::ensure_over(
+                        ctx,
+                        obj,
+                        secret_name,
+                        DKIM_SECRET_KEY,
+                        key,
+                        current.as_deref(),
+                    )
+                    .await
+                }
+                Integrity::Intact => {
+                    secrets::ensure(ctx, obj, secret_name, DKIM_SECRET_KEY, key).await
+                }
+            };
+            match written {
                 Ok(secrets::SecretWrite::Written) if old.id.is_some() && !intact => {
                     ctx.event(
                         obj,
