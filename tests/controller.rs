@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{Env, Options, create, eventually, ready_is, wait_deleted, wait_for};
+use common::{
+    Env, Options, create, eventually, ready_is, wait_deleted, wait_for, wait_secret_holds,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -344,11 +346,7 @@ async fn secret_deleted_or_altered_is_restored() {
         .delete("ci-key", &DeleteParams::default())
         .await
         .unwrap();
-    let want = value.clone();
-    let restored = wait_for(&secrets, "ci-key", "restored", move |s: &Secret| {
-        secret_value(s, "apiKey").as_deref() == Some(want.as_str())
-    })
-    .await;
+    let restored = wait_secret_holds(&secrets, "ci-key", "apiKey", &value, "restored").await;
     assert_ne!(
         restored.metadata.uid, old.metadata.uid,
         "a new Secret was created"
@@ -361,12 +359,12 @@ async fn secret_deleted_or_altered_is_restored() {
         )
         .await
         .unwrap();
-    let want = value.clone();
-    wait_for(
+    wait_secret_holds(
         &secrets,
         "ci-key",
+        "apiKey",
+        &value,
         "restored after tampering",
-        move |s: &Secret| secret_value(s, "apiKey").as_deref() == Some(want.as_str()),
     )
     .await;
     env.stop().await;

@@ -38,28 +38,11 @@ impl Calls {
     }
 }
 
-/// `/api-key/17` → `/api-key/{id}`: every all-digit path segment becomes `{id}`.
-pub fn template(path: &str) -> String {
-    path.split('/')
-        .map(|s| {
-            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-                "{id}"
-            } else {
-                s
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 /// Groups `log` by endpoint and finds the busiest second.
 pub fn count(log: &[RequestRecord]) -> Calls {
     let mut calls = Calls::default();
     for r in log {
-        *calls
-            .by_endpoint
-            .entry(format!("{} {}", r.method, template(&r.path)))
-            .or_default() += 1;
+        *calls.by_endpoint.entry(r.endpoint()).or_default() += 1;
         calls.total += 1;
         calls.writes += usize::from(r.is_write());
     }
@@ -116,7 +99,7 @@ pub fn timeline(log: &[RequestRecord]) -> String {
         *seconds
             .entry((r.unix_ms - start) / 1000)
             .or_default()
-            .entry(format!("{} {}", r.method, template(&r.path)))
+            .entry(r.endpoint())
             .or_default() += 1;
     }
     let mut out = String::new();

@@ -37,6 +37,23 @@ impl RequestRecord {
         matches!(self.method.as_str(), "POST" | "PUT" | "DELETE")
             && !self.path.starts_with("/_simulator")
     }
+
+    /// The endpoint called, as the interface document names it: method and path with every
+    /// all-digit segment written `{id}`, e.g. `GET /api-key/{id}` for `GET /api-key/17`.
+    pub fn endpoint(&self) -> String {
+        let path: Vec<&str> = self
+            .path
+            .split('/')
+            .map(|s| {
+                if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                    "{id}"
+                } else {
+                    s
+                }
+            })
+            .collect();
+        format!("{} {}", self.method, path.join("/"))
+    }
 }
 
 #[derive(Serialize)]
@@ -141,6 +158,23 @@ mod tests {
             ("DELETE", "/_simulator/requests", false),
         ] {
             assert_eq!(record(method, path).is_write(), expected, "{method} {path}");
+        }
+    }
+
+    /// Ids become `{id}`; other segments, including names with digits, stay.
+    #[test]
+    fn endpoint_names_the_template() {
+        for (method, path, expected) in [
+            ("GET", "/api-key", "GET /api-key"),
+            ("GET", "/api-key/17", "GET /api-key/{id}"),
+            (
+                "PUT",
+                "/domain/sending/3/verify-txt",
+                "PUT /domain/sending/{id}/verify-txt",
+            ),
+            ("GET", "/sub-account/team1", "GET /sub-account/team1"),
+        ] {
+            assert_eq!(record(method, path).endpoint(), expected);
         }
     }
 

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use kube::runtime::wait::await_condition;
@@ -159,17 +160,40 @@ impl Env {
 
     /// Writes to the service since the log was last cleared.
     pub fn writes(&self) -> Vec<RequestRecord> {
-        self.sim
-            .request_log()
-            .into_iter()
-            .filter(|r| r.is_write())
-            .collect()
+        service_writes(&self.sim)
     }
 
     /// Stops the operator and waits for it to finish.
     pub async fn stop(mut self) {
         self.stop_operator().await;
     }
+}
+
+/// Waits (bounded by [`WAIT`]) until Secret `name` holds `value` under `key`, and returns it.
+/// A failure message shows neither the value nor the Secret's data.
+pub async fn wait_secret_holds(
+    secrets: &Api<Secret>,
+    name: &str,
+    key: &str,
+    value: &str,
+    what: &str,
+) -> Secret {
+    let (key, value) = (key.to_string(), value.to_string());
+    wait_for(secrets, name, what, move |s: &Secret| {
+        s.data
+            .as_ref()
+            .and_then(|d| d.get(&key))
+            .is_some_and(|v| v.0 == value.as_bytes())
+    })
+    .await
+}
+
+/// The writes (POST, PUT, PATCH, DELETE) in `sim`'s request log, oldest first.
+pub fn service_writes(sim: &Simulator) -> Vec<RequestRecord> {
+    sim.request_log()
+        .into_iter()
+        .filter(|r| r.is_write())
+        .collect()
 }
 
 /// Creates `obj` in `default` from YAML.

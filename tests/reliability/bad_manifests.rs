@@ -445,12 +445,7 @@ async fn bad_manifests_are_refused_or_reported_without_writes() {
         Some("Available")
     );
     rig.stop_operator().await;
-    let writes: Vec<_> = rig
-        .sim
-        .request_log()
-        .into_iter()
-        .filter(|r| r.is_write())
-        .collect();
+    let writes = rig.writes();
     assert!(writes.is_empty(), "bad manifests caused writes: {writes:?}");
     let state = rig.sim.snapshot();
     assert_eq!(state.api_keys.len(), 1);

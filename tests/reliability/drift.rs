@@ -10,7 +10,7 @@ use mailtarget_operator::api::{CreateApiKey, CreateSubAccount, UpdateApiKey, Upd
 use mailtarget_operator::crd::{ApiKey, SendingDomain, SubAccount};
 use serde_json::json;
 
-use crate::common::{api_client, eventually, wait_for};
+use crate::common::{api_client, eventually, wait_for, wait_secret_holds};
 use crate::harness::{HasConditions, Mix, NS, Rig, ready, secret_value, wait_all_ready};
 
 /// Waits until `name`'s `Ready` condition has `reason` and returns its message.
@@ -120,16 +120,12 @@ async fn changes_at_the_service_are_corrected_at_resync() {
     .await;
     let dkim = new_domain.dkim_private_key.clone();
     let secrets: Api<Secret> = Api::namespaced(rig.kube.clone(), NS);
-    wait_for(
+    wait_secret_holds(
         &secrets,
         "mail-0-dkim",
+        "dkimPrivateKey",
+        &dkim,
         "holding the new DKIM private key",
-        move |s: &Secret| {
-            s.data
-                .as_ref()
-                .and_then(|d| d.get("dkimPrivateKey"))
-                .is_some_and(|v| v.0 == dkim.as_bytes())
-        },
     )
     .await;
     let creates: Vec<String> = rig
@@ -209,12 +205,7 @@ async fn observe_only_reports_changes_at_the_service() {
     let message = wait_reason(&keys, "watched-key", "DriftDetected").await;
     assert!(message.contains("spec.permissionIds"), "{message}");
     rig.stop_operator().await;
-    let writes: Vec<_> = rig
-        .sim
-        .request_log()
-        .into_iter()
-        .filter(|r| r.is_write())
-        .collect();
+    let writes = rig.writes();
     assert!(writes.is_empty(), "ObserveOnly wrote: {writes:?}");
     let state = rig.sim.snapshot();
     assert_eq!(state.sub_accounts[0].status, "suspended");
@@ -251,19 +242,8 @@ async fn first_key_and_dkim_secrets_are_restored() {
             .delete(name, &DeleteParams::default())
             .await
             .unwrap();
-        let want = value.clone();
-        let restored = wait_for(
-            &secrets,
-            name,
-            "restored after deletion",
-            move |s: &Secret| {
-                s.data
-                    .as_ref()
-                    .and_then(|d| d.get(data_key))
-                    .is_some_and(|v| v.0 == want.as_bytes())
-            },
-        )
-        .await;
+        let restored =
+            wait_secret_holds(&secrets, name, data_key, &value, "restored after deletion").await;
         assert_ne!(
             restored.metadata.uid, old.metadata.uid,
             "{name} was created again"
@@ -277,27 +257,10 @@ async fn first_key_and_dkim_secrets_are_restored() {
             )
             .await
             .unwrap();
-        let want = value.clone();
-        wait_for(
-            &secrets,
-            name,
-            "restored after tampering",
-            move |s: &Secret| {
-                s.data
-                    .as_ref()
-                    .and_then(|d| d.get(data_key))
-                    .is_some_and(|v| v.0 == want.as_bytes())
-            },
-        )
-        .await;
+        wait_secret_holds(&secrets, name, data_key, &value, "restored after tampering").await;
     }
     rig.stop_operator().await;
-    let writes: Vec<_> = rig
-        .sim
-        .request_log()
-        .into_iter()
-        .filter(|r| r.is_write())
-        .collect();
+    let writes = rig.writes();
     assert!(
         writes.is_empty(),
         "restoring a Secret wrote to the service: {writes:?}"
@@ -362,11 +325,6 @@ async fn objects_created_at_the_service_after_the_lists_were_cached_are_found() 
         "Secret late-key does not hold the sub account's key"
     );
     rig.stop_operator().await;
-    let writes: Vec<_> = rig
-        .sim
-        .request_log()
-        .into_iter()
-        .filter(|r| r.is_write())
-        .collect();
+    let writes = rig.writes();
     assert!(writes.is_empty(), "adoption wrote: {writes:?}");
 }

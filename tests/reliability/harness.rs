@@ -13,12 +13,12 @@ use mailtarget_operator::api::{Client as ApiClient, ClientConfig, RetryPolicy};
 use mailtarget_operator::controller::metrics::Metrics;
 use mailtarget_operator::controller::{Operator, Settings};
 use mailtarget_operator::crd::{ApiKey, Condition, SendingDomain, SubAccount};
-use mailtarget_operator::simulator::{Simulator, SimulatorConfig, SimulatorState};
+use mailtarget_operator::simulator::{RequestRecord, Simulator, SimulatorConfig, SimulatorState};
 use mailtarget_test_apiserver::TestApiServer;
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
-use crate::common::{KEY, install_crds};
+use crate::common::{KEY, install_crds, service_writes};
 
 /// Namespace of every object of these tests.
 pub const NS: &str = "default";
@@ -146,6 +146,11 @@ impl Rig {
                 Err(_) => panic!("the operator did not stop within 30 s"),
             }
         }
+    }
+
+    /// Writes to the service since the simulator started.
+    pub fn writes(&self) -> Vec<RequestRecord> {
+        service_writes(&self.sim)
     }
 
     /// An API of kind `K` in [`NS`].

@@ -51,11 +51,9 @@ async fn kubernetes_faults_cause_no_duplicate_writes() {
 
     assert_exactly(&rig.kube, &rig.sim.snapshot(), &mix).await;
     let writes: Vec<(String, String)> = rig
-        .sim
-        .request_log()
-        .iter()
-        .filter(|r| r.is_write())
-        .map(|r| (r.method.clone(), r.path.clone()))
+        .writes()
+        .into_iter()
+        .map(|r| (r.method, r.path))
         .collect();
     let count = |method: &str, pred: &dyn Fn(&str) -> bool| {
         writes
