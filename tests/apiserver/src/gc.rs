@@ -67,15 +67,8 @@ fn finish(st: &mut Store, k: &Key, mut o: Value) {
 /// True when a pass can change something: an object is being deleted, or names an owner that
 /// no longer exists. Checked without copying objects, since it runs after every write.
 fn needs_pass(st: &Store) -> bool {
-    st.objects().any(|o| {
-        is_deleting(o)
-            || o["metadata"]["ownerReferences"]
-                .as_array()
-                .is_some_and(|refs| {
-                    refs.iter()
-                        .any(|r| r["uid"].as_str().is_none_or(|u| !st.has_uid(u)))
-                })
-    })
+    st.objects()
+        .any(|o| is_deleting(o) || st.names_missing_owner(o))
 }
 
 /// One pass; returns whether anything changed.

@@ -130,9 +130,15 @@ impl Store {
         }
     }
 
-    /// True when an object with this `metadata.uid` is stored.
-    pub fn has_uid(&self, uid: &str) -> bool {
-        self.uids.contains(uid)
+    /// True when `obj`'s `metadata.ownerReferences` name an owner uid that no stored object
+    /// has (the garbage collector's cue to delete or orphan it).
+    pub fn names_missing_owner(&self, obj: &Value) -> bool {
+        obj["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|refs| {
+                refs.iter()
+                    .any(|r| r["uid"].as_str().is_none_or(|u| !self.uids.contains(u)))
+            })
     }
 
     /// True when a change since the last stable garbage collection can give it work.
@@ -264,15 +270,13 @@ impl Store {
             self.uids.insert(uid.to_string());
         }
         let refs = &obj["metadata"]["ownerReferences"];
-        self.gc_dirty |= is_deleting(&obj)
+        let gc_work = is_deleting(&obj)
             || (prev
                 .as_ref()
                 .map_or(&Value::Null, |p| &p["metadata"]["ownerReferences"])
                 != refs
-                && refs.as_array().is_some_and(|refs| {
-                    refs.iter()
-                        .any(|r| r["uid"].as_str().is_none_or(|u| !self.uids.contains(u)))
-                }));
+                && self.names_missing_owner(&obj));
+        self.gc_dirty |= gc_work;
         let etype = if prev.is_some() {
             EventType::Modified
         } else {
