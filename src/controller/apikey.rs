@@ -90,13 +90,12 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         .await
         .map_err(|e| Failure::api(e, "listing API keys", old))?;
     let missing_stalls = desired.sub_account_ref.is_some();
-    let keys = if keys.read(|items| {
+    let keys = if keys.doubt(|items| {
         lookup_stalls(
             &apikey::lookup(&desired, old.id, scope, items),
             missing_stalls,
         )
     }) {
-        ctx.cache.api_keys.invalidate();
         ctx.cache
             .fresh_api_keys()
             .await

@@ -139,6 +139,23 @@ impl<T: Clone> CachedList<T> {
         Self::apply(&mut g.items, self.id_of, change);
     }
 
+    /// Runs `verdict` on the cached items. When it returns true (a verdict to confirm against
+    /// a newer list, see [`lookup_stalls`]), the list it saw becomes stale: the next
+    /// [`ensure_fresh`](Self::ensure_fresh) fetches a list that started later, or reuses one
+    /// that another reconcile started after it. Resources doubting the same list (several
+    /// stalled ones after a restart, say) thus cost one fetch between them, not one each.
+    pub fn doubt(&self, verdict: impl FnOnce(&[T]) -> bool) -> bool {
+        let mut g = self.lock();
+        if !verdict(&g.items) {
+            return false;
+        }
+        if let Some(seen) = g.fetched_at {
+            let after = seen + Duration::from_nanos(1);
+            g.not_before = Some(g.not_before.map_or(after, |t| t.max(after)));
+        }
+        true
+    }
+
     /// Inserts or replaces the item with the same id (after the operator wrote it).
     pub fn upsert(&self, item: T) {
         self.change(LocalChange::Upsert(item));
@@ -160,9 +177,10 @@ impl<T: Clone> CachedList<T> {
 
 /// True when `lookup` would stop the resource (`Stalled`): several matches, an unknown
 /// external id, or, when `missing_stalls` (an object that cannot be created, such as a key
-/// inside a sub account), no match. Such a verdict is confirmed against a list fetched now:
-/// the cached one may predate the object (created moments ago, or by a create whose answer
-/// was lost), and a stalled resource is not looked at again until its spec changes.
+/// inside a sub account), no match. Such a verdict is confirmed against a newer list
+/// ([`CachedList::doubt`]): the cached one may predate the object (created moments ago, or by
+/// a create whose answer was lost), and a stalled resource is not looked at again until its
+/// spec changes or the next resync.
 pub fn lookup_stalls<T>(lookup: &Lookup<'_, T>, missing_stalls: bool) -> bool {
     match lookup {
         Lookup::Found(..) => false,
@@ -280,6 +298,59 @@ mod tests {
             .ensure_fresh(Duration::from_secs(60), || async { Ok(vec![(2, "b")]) })
             .await
             .unwrap();
+        assert_eq!(cache.read(<[_]>::to_vec), vec![(2, "b")]);
+    }
+
+    /// Two resources doubt the same list, the second while the first one's fetch of a newer
+    /// list runs: that newer list answers both (one fetch, not two); a list doubted after it
+    /// was fetched is fetched again.
+    #[tokio::test]
+    async fn doubters_of_one_list_share_the_next_fetch() {
+        let max_age = Duration::from_secs(60);
+        let cache = list();
+        let fetches = std::sync::atomic::AtomicUsize::new(0);
+        let fetch = |items: Vec<(i64, &'static str)>| {
+            fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move { Ok(items) }
+        };
+        cache.ensure_fresh(max_age, || fetch(vec![])).await.unwrap();
+        assert!(
+            !cache.doubt(|items| items.len() == 1),
+            "no doubt: list kept"
+        );
+        assert!(cache.fresh(max_age));
+
+        assert!(cache.doubt(<[_]>::is_empty));
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let first = cache.ensure_fresh(max_age, || {
+            fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                let _ = wait.await;
+                Ok(vec![(1, "created meanwhile")])
+            }
+        });
+        let second = async {
+            tokio::task::yield_now().await;
+            // Sees the old list (the newer one is still being fetched) and doubts it too.
+            assert!(cache.doubt(<[_]>::is_empty));
+            let _ = go.send(());
+            cache
+                .ensure_fresh(max_age, || fetch(vec![(9, "refetched")]))
+                .await
+        };
+        let (a, b) = tokio::join!(first, second);
+        a.unwrap();
+        b.unwrap();
+        assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(cache.read(<[_]>::to_vec), vec![(1, "created meanwhile")]);
+
+        // Doubting the list now in place asks for a newer one.
+        assert!(cache.doubt(|items| items.len() == 1));
+        cache
+            .ensure_fresh(max_age, || fetch(vec![(2, "b")]))
+            .await
+            .unwrap();
+        assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 3);
         assert_eq!(cache.read(<[_]>::to_vec), vec![(2, "b")]);
     }
 }

@@ -88,9 +88,8 @@ async fn converge(
         .await
         .map_err(|e| Failure::api(e, "listing sending domains", old))?;
     let list = if list
-        .read(|items| lookup_stalls(&sendingdomain::lookup(&desired, old.id, items), false))
+        .doubt(|items| lookup_stalls(&sendingdomain::lookup(&desired, old.id, items), false))
     {
-        ctx.cache.sending_domains.invalidate();
         ctx.cache
             .fresh_sending_domains()
             .await

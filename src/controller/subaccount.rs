@@ -52,8 +52,7 @@ async fn converge(
         .await
         .map_err(|e| Failure::api(e, "listing sub accounts", old))?;
     let list =
-        if list.read(|items| lookup_stalls(&subaccount::lookup(&desired, old.id, items), false)) {
-            ctx.cache.sub_accounts.invalidate();
+        if list.doubt(|items| lookup_stalls(&subaccount::lookup(&desired, old.id, items), false)) {
             ctx.cache
                 .fresh_sub_accounts()
                 .await
