@@ -85,6 +85,9 @@ pub struct Failure<S> {
     outcome: Outcome,
     status: S,
     error: Option<Error>,
+    /// A `Stalled` failure that can clear without a change to the resource (the owner of a
+    /// contested object may go): checked again at each resync instead of waiting for a change.
+    recheck_at_resync: bool,
 }
 
 impl<S: Clone> Failure<S> {
@@ -96,6 +99,7 @@ impl<S: Clone> Failure<S> {
             outcome,
             status: status.clone(),
             error,
+            recheck_at_resync: false,
         })
     }
 
@@ -109,12 +113,14 @@ impl<S: Clone> Failure<S> {
             outcome,
             status: status.clone(),
             error: Some(Error::Kube(e)),
+            recheck_at_resync: false,
         })
     }
 
     /// Another resource of the kind owns the API object `obj` claims (see [`super::claims`]):
     /// `Stalled` with reason `ConflictingOwner`, and `status.id` cleared so that deleting `obj`
-    /// never touches the owner's object.
+    /// never touches the owner's object. Checked again at each resync (from the cache, no API
+    /// call): `obj` takes over once the owner is gone.
     pub fn conflict<K: Claimant>(obj: &K, owner: &K, status: &S) -> Box<Self>
     where
         S: ManagedStatus,
@@ -128,6 +134,7 @@ impl<S: Clone> Failure<S> {
             },
             status,
             error: None,
+            recheck_at_resync: true,
         })
     }
 
@@ -147,6 +154,7 @@ impl<S: Clone> Failure<S> {
             outcome: Outcome::Stalled { reason, message },
             status: status.clone(),
             error: None,
+            recheck_at_resync: false,
         })
     }
 }
@@ -291,9 +299,9 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
         None => obj.converge(ctx, &old).await,
     };
-    let (outcome, mut status, error, requeue) = match converged {
-        Ok(c) => (c.outcome, c.status, None, c.requeue),
-        Err(f) => (f.outcome, f.status, f.error, None),
+    let (outcome, mut status, error, requeue, recheck_at_resync) = match converged {
+        Ok(c) => (c.outcome, c.status, None, c.requeue, false),
+        Err(f) => (f.outcome, f.status, f.error, None, f.recheck_at_resync),
     };
     *status.conditions_mut() = old.conditions().clone();
     status.set_observed_generation(generation);
@@ -307,10 +315,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         let written = patch_status(api, &name, &status).await?;
         ctx.status_writes.record(&key, Some(status_write(&written)));
     }
-    // A ConflictingOwner loser is not marked stalled: it is checked again at each resync (from
-    // the cache, no API call) and takes over once the owner is gone.
-    let waits_for_change =
-        matches!(&outcome, Outcome::Stalled { reason, .. } if *reason != CONFLICTING_OWNER);
+    let waits_for_change = matches!(&outcome, Outcome::Stalled { .. }) && !recheck_at_resync;
     if waits_for_change {
         ctx.mark_stalled(&key, generation);
     } else {
