@@ -7,17 +7,17 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
-use super::cache::lookup_stalls;
 use super::common::{delete_per_policy, spec_changed};
 use super::context::{Context, object_key};
 use super::error::Result;
+use super::find::find_managed;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError, SecretWrite};
 use super::status::Outcome;
 use crate::api::ApiKeyDetail;
 use crate::crd::{ApiKey, ApiKeyStatus, SubAccount};
 use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::{Action as Plan, Lookup, MatchedBy, apikey};
+use crate::reconcile::{Action as Plan, MatchedBy, apikey};
 
 /// Key of the Secret's data that holds the key value.
 pub const SECRET_KEY: &str = "apiKey";
@@ -84,40 +84,16 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
             }
         }
     };
-    let keys = ctx
-        .cache
-        .fresh_api_keys()
-        .await
-        .map_err(|e| Failure::api(e, "listing API keys", old))?;
-    let missing_stalls = desired.sub_account_ref.is_some();
-    let keys = if keys.doubt(|items| {
-        lookup_stalls(
-            &apikey::lookup(&desired, old.id, scope, items),
-            missing_stalls,
-        )
-    }) {
-        ctx.cache
-            .fresh_api_keys()
-            .await
-            .map_err(|e| Failure::api(e, "listing API keys", old))?
-    } else {
-        keys
-    };
-    let lookup = keys.read(|items| {
-        let lookup = apikey::lookup(&desired, old.id, scope, items);
-        if let Some((reason, message)) = lookup.blocked("API key", &desired.name) {
-            return Err(Failure::stalled(reason, message, old));
-        }
-        Ok(match lookup {
-            Lookup::Found(item, found) => Some((item.clone(), found)),
-            _ => None,
-        })
-    })?;
-    if let Some((_, found)) = &lookup
-        && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
-    {
-        return Err(Failure::conflict(obj, owner.as_ref(), old));
-    }
+    let lookup = find_managed(
+        ctx,
+        obj,
+        old,
+        &desired.name,
+        desired.sub_account_ref.is_some(),
+        || ctx.cache.fresh_api_keys(),
+        |items| apikey::lookup(&desired, old.id, scope, items),
+    )
+    .await?;
     let observe_only = !obj.spec.management_policy.may_write();
 
     // The comparison needs fields the list item lacks (permissions, allowed IPs). Status

@@ -14,7 +14,6 @@ use crate::api::{
     ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery,
     ListSubAccountsQuery, SendingDomainListItem, SubAccountListItem,
 };
-use crate::reconcile::Lookup;
 
 /// A change the operator made to a list item while a fetch of the list was under way.
 #[derive(Debug)]
@@ -140,7 +139,7 @@ impl<T: Clone> CachedList<T> {
     }
 
     /// Runs `verdict` on the cached items. When it returns true (a verdict to confirm against
-    /// a newer list, see [`lookup_stalls`]), the list it saw becomes stale: the next
+    /// a newer list, see [`lookup_stalls`](super::find::lookup_stalls)), the list it saw becomes stale: the next
     /// [`ensure_fresh`](Self::ensure_fresh) fetches a list that started later, or reuses one
     /// that another reconcile started after it. Resources doubting the same list (several
     /// stalled ones after a restart, say) thus cost one fetch between them, not one each.
@@ -172,20 +171,6 @@ impl<T: Clone> CachedList<T> {
         let mut g = self.lock();
         g.fetched_at = None;
         g.not_before = Some(Instant::now());
-    }
-}
-
-/// True when `lookup` would stop the resource (`Stalled`): several matches, an unknown
-/// external id, or, when `missing_stalls` (an object that cannot be created, such as a key
-/// inside a sub account), no match. Such a verdict is confirmed against a newer list
-/// ([`CachedList::doubt`]): the cached one may predate the object (created moments ago, or by
-/// a create whose answer was lost), and a stalled resource is not looked at again until its
-/// spec changes or the next resync.
-pub fn lookup_stalls<T>(lookup: &Lookup<'_, T>, missing_stalls: bool) -> bool {
-    match lookup {
-        Lookup::Found(..) => false,
-        Lookup::Missing => missing_stalls,
-        Lookup::Ambiguous(_) | Lookup::ExternalIdNotFound(_) => true,
     }
 }
 

@@ -8,6 +8,7 @@ pub mod common;
 pub mod context;
 pub mod detail;
 pub mod error;
+pub mod find;
 pub mod leader;
 pub mod managed;
 pub mod metrics;

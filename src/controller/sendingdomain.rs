@@ -7,10 +7,10 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
-use super::cache::lookup_stalls;
 use super::common::{delete_per_policy, spec_changed};
 use super::context::Context;
 use super::error::Result;
+use super::find::find_managed;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, Integrity, SecretError};
 use super::status::Outcome;
@@ -18,7 +18,7 @@ use crate::api::SendingDomainDetail;
 use crate::crd::conditions::now_rfc3339;
 use crate::crd::{SendingDomain, SendingDomainStatus};
 use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::{Action as Plan, Lookup, MatchedBy, sendingdomain};
+use crate::reconcile::{Action as Plan, MatchedBy, sendingdomain};
 
 /// Key of the Secret's data that holds the DKIM private key (PEM).
 pub const DKIM_SECRET_KEY: &str = "dkimPrivateKey";
@@ -82,36 +82,16 @@ async fn converge(
         Ok(d) => d,
         Err(problems) => return Err(Failure::invalid_spec(&problems, old)),
     };
-    let list = ctx
-        .cache
-        .fresh_sending_domains()
-        .await
-        .map_err(|e| Failure::api(e, "listing sending domains", old))?;
-    let list = if list
-        .doubt(|items| lookup_stalls(&sendingdomain::lookup(&desired, old.id, items), false))
-    {
-        ctx.cache
-            .fresh_sending_domains()
-            .await
-            .map_err(|e| Failure::api(e, "listing sending domains", old))?
-    } else {
-        list
-    };
-    let lookup = list.read(|items| {
-        let lookup = sendingdomain::lookup(&desired, old.id, items);
-        if let Some((reason, message)) = lookup.blocked("sending domain", &desired.domain) {
-            return Err(Failure::stalled(reason, message, old));
-        }
-        Ok(match lookup {
-            Lookup::Found(item, found) => Some((item.clone(), found)),
-            _ => None,
-        })
-    })?;
-    if let Some((_, found)) = &lookup
-        && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
-    {
-        return Err(Failure::conflict(obj, owner.as_ref(), old));
-    }
+    let lookup = find_managed(
+        ctx,
+        obj,
+        old,
+        &desired.domain,
+        false,
+        || ctx.cache.fresh_sending_domains(),
+        |items| sendingdomain::lookup(&desired, old.id, items),
+    )
+    .await?;
     let observed = lookup
         .as_ref()
         .map(|(item, found)| (*found, sendingdomain::Observed::from(item)));

@@ -4,17 +4,17 @@
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
-use super::cache::lookup_stalls;
 use super::common::spec_changed;
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
+use super::find::find_managed;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError};
 use super::status::Outcome;
 use crate::api::SubAccountDetail;
 use crate::crd::{SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
 use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::{Action as Plan, Lookup, MatchedBy, subaccount};
+use crate::reconcile::{Action as Plan, MatchedBy, subaccount};
 
 impl Managed for SubAccount {
     type Status = SubAccountStatus;
@@ -46,35 +46,16 @@ async fn converge(
         Ok(d) => d,
         Err(problems) => return Err(Failure::invalid_spec(&problems, old)),
     };
-    let list = ctx
-        .cache
-        .fresh_sub_accounts()
-        .await
-        .map_err(|e| Failure::api(e, "listing sub accounts", old))?;
-    let list =
-        if list.doubt(|items| lookup_stalls(&subaccount::lookup(&desired, old.id, items), false)) {
-            ctx.cache
-                .fresh_sub_accounts()
-                .await
-                .map_err(|e| Failure::api(e, "listing sub accounts", old))?
-        } else {
-            list
-        };
-    let lookup = list.read(|items| {
-        let lookup = subaccount::lookup(&desired, old.id, items);
-        if let Some((reason, message)) = lookup.blocked("sub account", &desired.name) {
-            return Err(Failure::stalled(reason, message, old));
-        }
-        Ok(match lookup {
-            Lookup::Found(item, found) => Some((item.clone(), found)),
-            _ => None,
-        })
-    })?;
-    if let Some((_, found)) = &lookup
-        && let Some(owner) = ctx.claims.owner(obj, Some(found.id)).await
-    {
-        return Err(Failure::conflict(obj, owner.as_ref(), old));
-    }
+    let lookup = find_managed(
+        ctx,
+        obj,
+        old,
+        &desired.name,
+        false,
+        || ctx.cache.fresh_sub_accounts(),
+        |items| subaccount::lookup(&desired, old.id, items),
+    )
+    .await?;
     let needs_detail = subaccount::needs_detail(&desired);
     let mut detail: Option<SubAccountDetail> = None;
     if let Some((item, _)) = &lookup
