@@ -159,18 +159,45 @@ async fn examples_with_kubectl_and_the_binary() {
             .any(|d| d.domain == "news.example.com" && d.assignment == "shared")
     );
 
+    // `kubectl get` tables: the printer columns, each header once.
+    let header = |table: &str| -> Vec<String> {
+        table
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let subs_table = ok(cluster.kubectl(["get", "subaccounts"]), "get subaccounts");
+    assert_eq!(
+        header(&subs_table),
+        ["NAME", "SERVICE-NAME", "ID", "STATUS", "READY", "AGE"],
+        "{subs_table}"
+    );
+    assert!(subs_table.contains("team-a"), "{subs_table}");
+    let keys_table = ok(cluster.kubectl(["get", "apikeys"]), "get apikeys");
+    assert_eq!(
+        header(&keys_table),
+        [
+            "NAME",
+            "SERVICE-NAME",
+            "ID",
+            "PERMISSION",
+            "SUBACCOUNT",
+            "SECRET",
+            "READY",
+            "AGE"
+        ],
+        "{keys_table}"
+    );
+    assert!(keys_table.contains("ci-sender"), "{keys_table}");
     let table = ok(
         cluster.kubectl(["get", "sendingdomains"]),
         "get sendingdomains",
     );
-    let header: Vec<&str> = table
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
     assert_eq!(
-        header,
+        header(&table),
         ["NAME", "DOMAIN", "SPF", "DKIM", "CNAME", "READY", "AGE"],
         "{table}"
     );

@@ -25,7 +25,7 @@ use super::subaccount::NamedId;
     shortname = "mkey",
     category = "mailtarget",
     doc = "A Mailtarget API key managed by mailtarget-operator; the key value goes to a Secret.",
-    printcolumn(name = "Name", type_ = "string", json_path = ".spec.name"),
+    printcolumn(name = "Service-Name", type_ = "string", json_path = ".status.name"),
     printcolumn(name = "ID", type_ = "integer", json_path = ".status.id"),
     printcolumn(
         name = "Permission",

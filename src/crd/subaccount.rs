@@ -23,7 +23,7 @@ use super::conditions::Condition;
     shortname = "msub",
     category = "mailtarget",
     doc = "A Mailtarget sub account managed by mailtarget-operator.",
-    printcolumn(name = "Name", type_ = "string", json_path = ".status.name"),
+    printcolumn(name = "Service-Name", type_ = "string", json_path = ".status.name"),
     printcolumn(name = "ID", type_ = "integer", json_path = ".status.id"),
     printcolumn(name = "Status", type_ = "string", json_path = ".status.status"),
     printcolumn(
