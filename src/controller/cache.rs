@@ -26,7 +26,8 @@ enum LocalChange<T> {
 struct ListState<T> {
     /// When the fetch that produced `items` started.
     fetched_at: Option<Instant>,
-    /// A list fetched before this instant is stale (set by [`CachedList::invalidate`]).
+    /// A list fetched before this instant is stale (set by [`CachedList::invalidate`] and
+    /// [`CachedList::doubt`]).
     not_before: Option<Instant>,
     items: Vec<T>,
     /// Local changes made since the fetch under way started (`Some` while one runs); they are
@@ -89,7 +90,7 @@ impl<T: Clone> CachedList<T> {
     }
 
     /// Reads the list with `fetch` when older than `max_age` (or fetched before the last
-    /// [`invalidate`](Self::invalidate)); one fetch at a time (others wait for it and reuse its
+    /// [`invalidate`](Self::invalidate) or [`doubt`](Self::doubt)); one fetch at a time (others wait for it and reuse its
     /// result). Local changes made during the fetch are kept.
     ///
     /// Errors: the fetch's error; the old items stay in place.
@@ -138,14 +139,16 @@ impl<T: Clone> CachedList<T> {
         Self::apply(&mut g.items, self.id_of, change);
     }
 
-    /// Runs `verdict` on the cached items. When it returns true (a verdict to confirm against
-    /// a newer list, see [`lookup_stalls`](super::find::lookup_stalls)), the list it saw becomes stale: the next
-    /// [`ensure_fresh`](Self::ensure_fresh) fetches a list that started later, or reuses one
-    /// that another reconcile started after it. Resources doubting the same list (several
-    /// stalled ones after a restart, say) thus cost one fetch between them, not one each.
-    pub fn doubt(&self, verdict: impl FnOnce(&[T]) -> bool) -> bool {
+    /// Whether a verdict on the cached items needs a newer list, for a reader that began at
+    /// `since` (see [`lookup_stalls`](super::find::lookup_stalls)). A list whose fetch started
+    /// at or after `since` is as new as the reader can ask for: false, the verdict stands.
+    /// Otherwise `verdict` runs on the items; when it returns true the list it saw becomes
+    /// stale, and the next [`ensure_fresh`](Self::ensure_fresh) fetches a list that started
+    /// later, or reuses one that another reader started after it. Resources doubting the same
+    /// list (several stalled ones after a restart, say) thus share one fetch.
+    pub fn doubt(&self, since: Instant, verdict: impl FnOnce(&[T]) -> bool) -> bool {
         let mut g = self.lock();
-        if !verdict(&g.items) {
+        if g.fetched_at.is_some_and(|t| t >= since) || !verdict(&g.items) {
             return false;
         }
         if let Some(seen) = g.fetched_at {
@@ -286,26 +289,31 @@ mod tests {
         assert_eq!(cache.read(<[_]>::to_vec), vec![(2, "b")]);
     }
 
-    /// Two resources doubt the same list, the second while the first one's fetch of a newer
-    /// list runs: that newer list answers both (one fetch, not two); a list doubted after it
-    /// was fetched is fetched again.
+    /// A verdict on a list fetched after the reader began stands. Two readers that began
+    /// after the list was fetched doubt it, the second while the first one's fetch of a newer
+    /// list runs: that newer list answers both (one fetch, not two); a reader that began after
+    /// it and doubts it gets another.
     #[tokio::test]
     async fn doubters_of_one_list_share_the_next_fetch() {
         let max_age = Duration::from_secs(60);
         let cache = list();
         let fetches = std::sync::atomic::AtomicUsize::new(0);
+        let count = || fetches.load(std::sync::atomic::Ordering::SeqCst);
         let fetch = |items: Vec<(i64, &'static str)>| {
             fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             async move { Ok(items) }
         };
+        let began = Instant::now();
         cache.ensure_fresh(max_age, || fetch(vec![])).await.unwrap();
         assert!(
-            !cache.doubt(|items| items.len() == 1),
-            "no doubt: list kept"
+            !cache.doubt(began, |_| true),
+            "fetched after the reader began"
         );
-        assert!(cache.fresh(max_age));
 
-        assert!(cache.doubt(<[_]>::is_empty));
+        let began = Instant::now();
+        assert!(!cache.doubt(began, |items| items.len() == 1), "no doubt");
+        assert!(cache.fresh(max_age));
+        assert!(cache.doubt(began, <[_]>::is_empty));
         let (go, wait) = tokio::sync::oneshot::channel::<()>();
         let first = cache.ensure_fresh(max_age, || {
             fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -317,7 +325,7 @@ mod tests {
         let second = async {
             tokio::task::yield_now().await;
             // Sees the old list (the newer one is still being fetched) and doubts it too.
-            assert!(cache.doubt(<[_]>::is_empty));
+            assert!(cache.doubt(began, <[_]>::is_empty));
             let _ = go.send(());
             cache
                 .ensure_fresh(max_age, || fetch(vec![(9, "refetched")]))
@@ -326,16 +334,17 @@ mod tests {
         let (a, b) = tokio::join!(first, second);
         a.unwrap();
         b.unwrap();
-        assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(count(), 2);
         assert_eq!(cache.read(<[_]>::to_vec), vec![(1, "created meanwhile")]);
 
-        // Doubting the list now in place asks for a newer one.
-        assert!(cache.doubt(|items| items.len() == 1));
+        // A reader that began after that fetch and doubts the list gets a newer one.
+        let began = Instant::now();
+        assert!(cache.doubt(began, |items| items.len() == 1));
         cache
             .ensure_fresh(max_age, || fetch(vec![(2, "b")]))
             .await
             .unwrap();
-        assert_eq!(fetches.load(std::sync::atomic::Ordering::SeqCst), 3);
+        assert_eq!(count(), 3);
         assert_eq!(cache.read(<[_]>::to_vec), vec![(2, "b")]);
     }
 }

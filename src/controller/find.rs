@@ -3,6 +3,7 @@
 //! resource confirmed against a newer list, and the ownership check of [`super::claims`].
 
 use std::future::Future;
+use std::time::Instant;
 
 use super::cache::CachedList;
 use super::claims::Claimant;
@@ -13,10 +14,10 @@ use crate::reconcile::{Found, Lookup};
 
 /// True when `lookup` would stop the resource (`Stalled`): several matches, an unknown
 /// external id, or, when `missing_stalls` (an object that cannot be created, such as a key
-/// inside a sub account), no match. Such a verdict is confirmed against a newer list
-/// ([`CachedList::doubt`]): the cached one may predate the object (created moments ago, or by
-/// a create whose answer was lost), and a stalled resource is not looked at again until its
-/// spec changes or the next resync.
+/// inside a sub account), no match. Such a verdict on a list fetched before the reconcile
+/// began is confirmed against a newer one ([`CachedList::doubt`]): the cached one may predate
+/// the object (created moments ago), and a stalled resource is not looked at again until its
+/// spec changes or the operator restarts.
 pub fn lookup_stalls<T>(lookup: &Lookup<'_, T>, missing_stalls: bool) -> bool {
     match lookup {
         Lookup::Found(..) => false,
@@ -26,8 +27,8 @@ pub fn lookup_stalls<T>(lookup: &Lookup<'_, T>, missing_stalls: bool) -> bool {
 }
 
 /// The API object `obj` manages: `lookup` run on the list `fresh` returns (a cached list no
-/// older than its maximum age), with a stalling verdict confirmed against a newer list
-/// (see [`lookup_stalls`]; `missing_stalls` as there). `key` is the natural key looked for,
+/// older than its maximum age), with a stalling verdict on a list fetched before this call
+/// confirmed against a newer one (see [`lookup_stalls`]; `missing_stalls` as there). `key` is the natural key looked for,
 /// for messages.
 ///
 /// Returns the matching list item and how it matched, or `None` when nothing matches (the
@@ -53,8 +54,9 @@ where
     Fut: Future<Output = Result<&'c CachedList<T>, ApiError>>,
 {
     let doing = format!("listing {}s", K::NOUN);
+    let began = Instant::now();
     let list = fresh().await.map_err(|e| Failure::api(e, &doing, old))?;
-    let list = if list.doubt(|items| lookup_stalls(&lookup(items), missing_stalls)) {
+    let list = if list.doubt(began, |items| lookup_stalls(&lookup(items), missing_stalls)) {
         fresh().await.map_err(|e| Failure::api(e, &doing, old))?
     } else {
         list

@@ -188,7 +188,8 @@ pub async fn wait_secret_holds(
     .await
 }
 
-/// The writes (POST, PUT, PATCH, DELETE) in `sim`'s request log, oldest first.
+/// The writes (POST, PUT, DELETE; see `RequestRecord::is_write`) in `sim`'s request log,
+/// oldest first.
 pub fn service_writes(sim: &Simulator) -> Vec<RequestRecord> {
     sim.request_log()
         .into_iter()

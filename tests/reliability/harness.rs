@@ -148,7 +148,7 @@ impl Rig {
         }
     }
 
-    /// Writes to the service since the simulator started.
+    /// Writes to the service since its request log was last cleared.
     pub fn writes(&self) -> Vec<RequestRecord> {
         service_writes(&self.sim)
     }
