@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{
     Env, Options, create, eventually, ready_is, wait_deleted, wait_for, wait_secret_holds,
 };
@@ -467,10 +469,15 @@ async fn observe_only_never_writes() {
 }
 
 /// A key referencing a missing SubAccount waits with `ReferenceNotReady` and writes nothing;
-/// once the SubAccount exists with that key, the key is adopted.
+/// once the SubAccount exists with that key, the key is adopted, started by the SubAccount's
+/// change (the resync interval is far longer than the wait).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reference_to_missing_sub_account() {
-    let env = Env::start().await;
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(600),
+        ..Default::default()
+    })
+    .await;
     let keys: Api<ApiKey> = env.api();
     create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: sender}\nspec: {secretName: sender-key, subAccountRef: {name: team-c}}\n").await;
     wait_for(&keys, "sender", "ReferenceNotReady", |k: &ApiKey| {

@@ -49,16 +49,17 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         None => None,
         Some(sub) => {
             let namespace = obj.namespace().unwrap_or_default();
-            // The SubAccount controller's cache answers without a request once the sub account
-            // has its id; otherwise (not cached yet, another shard) the API does.
+            // The SubAccount controller's cache answers without a request: a sub account in it
+            // without an id yet triggers this key again once it has one (see
+            // `triggers::ReferencingKeys`). One outside it (not created yet, another shard, the
+            // cache still filling) is read from the API.
             let cached = ctx
                 .claims
                 .sub_accounts
                 .get()
-                .and_then(|store| store.get(&ObjectRef::new(sub).within(&namespace)))
-                .and_then(|s| s.status.as_ref().and_then(|st| st.id));
+                .and_then(|store| store.get(&ObjectRef::new(sub).within(&namespace)));
             let found = match cached {
-                Some(id) => Some(id),
+                Some(s) => s.status.as_ref().and_then(|st| st.id),
                 None => {
                     let subs: Api<SubAccount> = Api::namespaced(ctx.kube.clone(), &namespace);
                     subs.get_opt(sub)

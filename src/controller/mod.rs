@@ -18,6 +18,7 @@ pub mod server;
 pub mod status;
 pub mod status_writes;
 pub mod subaccount;
+mod triggers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::{self, ObjectRef, reflector};
+use kube::runtime::reflector::{self, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
@@ -39,6 +40,7 @@ use crate::crd::{ApiKey, SendingDomain, SubAccount};
 pub use context::{Context, Settings};
 pub use error::{Error, Result};
 use metrics::{ApiRequestMetrics, Metrics};
+use triggers::{ReferencingKeys, SecretOwners};
 
 /// Output format of the logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -223,9 +225,33 @@ impl Operator {
             async {}
         });
 
-        let subs_controller = Controller::new(self.api::<SubAccount>(), self.watcher_config());
-        let _ = self.ctx.claims.sub_accounts.set(subs_controller.store());
-        let sub_accounts = subs_controller
+        // The ApiKey controller's cache, read by the SubAccount watch below to find the keys
+        // that reference a changed sub account.
+        let keys_controller = Controller::new(self.api::<ApiKey>(), self.watcher_config());
+        let keys_store = keys_controller.store();
+        let _ = self.ctx.claims.api_keys.set(keys_store.clone());
+
+        // SubAccounts are watched once: the watch fills the SubAccount controller's cache and,
+        // after the cache holds a change, triggers the ApiKeys that reference the sub account.
+        // An ApiKey waiting for its sub account's id thus always finds it in that cache (with a
+        // separate watch of its own, it could run ahead of the cache and need a GET).
+        let (subs_store, subs_writer) = reflector::store::<SubAccount>();
+        let _ = self.ctx.claims.sub_accounts.set(subs_store.clone());
+        let (referencing_keys, keys_of_subs) = ReferencingKeys::channel(keys_store);
+        let sub_events = reflector(
+            subs_writer,
+            watcher(self.api::<SubAccount>(), self.watcher_config()),
+        )
+        .inspect(move |event| {
+            if let Ok(
+                watcher::Event::Apply(s) | watcher::Event::InitApply(s) | watcher::Event::Delete(s),
+            ) = event
+            {
+                referencing_keys.trigger(s);
+            }
+        })
+        .applied_objects();
+        let sub_accounts = Controller::for_stream(sub_events, subs_store)
             .reconcile_on(subs_trigger)
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
@@ -236,31 +262,9 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        let keys_controller = Controller::new(self.api::<ApiKey>(), self.watcher_config());
-        let keys_store = keys_controller.store();
-        let _ = self.ctx.claims.api_keys.set(keys_store.clone());
         let api_keys = keys_controller
             .reconcile_on(keys_trigger)
-            .watches(
-                self.api::<SubAccount>(),
-                self.watcher_config(),
-                move |sub: SubAccount| {
-                    let ns = sub.namespace();
-                    let name = sub.name_any();
-                    keys_store
-                        .state()
-                        .into_iter()
-                        .filter(|k| {
-                            k.namespace() == ns
-                                && k.spec
-                                    .sub_account_ref
-                                    .as_ref()
-                                    .is_some_and(|r| r.name == name)
-                        })
-                        .map(|k| ObjectRef::from_obj(k.as_ref()))
-                        .collect::<Vec<_>>()
-                },
-            )
+            .reconcile_on(keys_of_subs)
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
             .run(
@@ -412,63 +416,4 @@ pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
     ready.store(true, Ordering::Relaxed);
     operator.run(stopped()).await;
     Ok(())
-}
-
-/// Routes a managed Secret's change to the controller of its owner's kind, as `Controller::owns`
-/// would (every owner reference of one of the three kinds).
-struct SecretOwners {
-    sub_accounts: futures::channel::mpsc::UnboundedSender<ObjectRef<SubAccount>>,
-    api_keys: futures::channel::mpsc::UnboundedSender<ObjectRef<ApiKey>>,
-    sending_domains: futures::channel::mpsc::UnboundedSender<ObjectRef<SendingDomain>>,
-}
-
-/// The receiving ends of [`SecretOwners`], one per kind.
-type Trigger<K> = futures::channel::mpsc::UnboundedReceiver<ObjectRef<K>>;
-
-impl SecretOwners {
-    fn channels() -> (
-        SecretOwners,
-        Trigger<SubAccount>,
-        Trigger<ApiKey>,
-        Trigger<SendingDomain>,
-    ) {
-        let (sub_accounts, subs) = futures::channel::mpsc::unbounded();
-        let (api_keys, keys) = futures::channel::mpsc::unbounded();
-        let (sending_domains, domains) = futures::channel::mpsc::unbounded();
-        let owners = SecretOwners {
-            sub_accounts,
-            api_keys,
-            sending_domains,
-        };
-        (owners, subs, keys, domains)
-    }
-
-    fn trigger(&self, secret: &Secret) {
-        let namespace = secret.namespace().unwrap_or_default();
-        for owner in secret.owner_references() {
-            if !owner.api_version.starts_with("mailtarget.co/") {
-                continue;
-            }
-            let name = owner.name.as_str();
-            // A closed channel means that controller has stopped (shutdown): nothing to do.
-            match owner.kind.as_str() {
-                "SubAccount" => {
-                    let _ = self
-                        .sub_accounts
-                        .unbounded_send(ObjectRef::new(name).within(&namespace));
-                }
-                "ApiKey" => {
-                    let _ = self
-                        .api_keys
-                        .unbounded_send(ObjectRef::new(name).within(&namespace));
-                }
-                "SendingDomain" => {
-                    let _ = self
-                        .sending_domains
-                        .unbounded_send(ObjectRef::new(name).within(&namespace));
-                }
-                _ => {}
-            }
-        }
-    }
 }
