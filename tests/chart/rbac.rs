@@ -62,14 +62,14 @@ pub const CALLS: &[Call] = &[
         "subaccounts",
         "list",
         W,
-        "controller::Operator::run: Controller/watcher of SubAccount (and the ApiKey controller's watches())",
+        "controller::Operator::run: the SubAccount reflector (feeds its controller and triggers referencing ApiKeys)",
     ),
     call(
         MT,
         "subaccounts",
         "watch",
         W,
-        "controller::Operator::run: Controller/watcher of SubAccount",
+        "controller::Operator::run: the SubAccount reflector",
     ),
     call(
         MT,
