@@ -75,7 +75,7 @@ async fn api_key_created_ready_with_secret() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_update_is_exactly_one_put() {
     let env = Env::start_with(Options {
-        resync: std::time::Duration::from_secs(300),
+        resync: Duration::from_secs(300),
         ..Default::default()
     })
     .await;
@@ -123,8 +123,8 @@ fn requests_to(env: &Env, method: &str, path: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_resync_reads_only_list_pages() {
     let mut env = Env::start_with(Options {
-        resync: std::time::Duration::from_secs(1),
-        detail_resync: Some(std::time::Duration::from_secs(3600)),
+        resync: Duration::from_secs(1),
+        detail_resync: Some(Duration::from_secs(3600)),
         ..Default::default()
     })
     .await;
@@ -195,7 +195,7 @@ async fn assert_idle_resync(env: &Env, when: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detail_resync_corrects_permission_drift() {
     let env = Env::start_with(Options {
-        resync: std::time::Duration::from_secs(1),
+        resync: Duration::from_secs(1),
         ..Default::default()
     })
     .await;
@@ -377,7 +377,7 @@ async fn secret_deleted_or_altered_is_restored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_drift_is_corrected_by_resync() {
     let env = Env::start_with(Options {
-        resync: std::time::Duration::from_secs(1),
+        resync: Duration::from_secs(1),
         ..Default::default()
     })
     .await;
@@ -703,9 +703,9 @@ fn stalled_because(reason: &'static str) -> impl Fn(&ApiKey) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicting_owner_takes_over_when_the_owner_goes() {
     let env = Env::start_with(Options {
-        resync: std::time::Duration::from_secs(1),
+        resync: Duration::from_secs(1),
         // The owner reads no detail in between, so any call would be the loser's.
-        detail_resync: Some(std::time::Duration::from_secs(3600)),
+        detail_resync: Some(Duration::from_secs(3600)),
         ..Default::default()
     })
     .await;

@@ -74,14 +74,6 @@ fn external_id<K: Resource>(obj: &K) -> Option<i64> {
         .flatten()
 }
 
-/// The name the API object carries: `spec.name`, else `metadata.name` (borrowed).
-fn service_name<'a, K: Resource>(spec_name: &'a Option<String>, obj: &'a K) -> &'a str {
-    spec_name
-        .as_deref()
-        .or(obj.meta().name.as_deref())
-        .unwrap_or_default()
-}
-
 /// True when `a` and `b` claim the same API object: the same `mailtarget.co/external-id`
 /// annotation, or, when neither carries one, the same natural key.
 fn same_claim<K: Claimant>(a: &K, b: &K) -> bool {
@@ -99,7 +91,7 @@ impl Claimant for SubAccount {
         claims.sub_accounts.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
-        service_name(&self.spec.name, self) == service_name(&other.spec.name, other)
+        self.service_name() == other.service_name()
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
@@ -116,7 +108,7 @@ impl Claimant for ApiKey {
         claims.api_keys.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
-        service_name(&self.spec.name, self) == service_name(&other.spec.name, other)
+        self.service_name() == other.service_name()
             && match (&self.spec.sub_account_ref, &other.spec.sub_account_ref) {
                 (None, None) => true,
                 (Some(a), Some(b)) => {

@@ -249,9 +249,10 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // manager stops sending), so the object is read again first, unless the cached copy holds
     // that write: the very version it produced (a resync, or the reconcile the write itself
     // triggered) or a later one with the same status (a spec change).
+    let key = object_key(obj);
     if ctx
         .status_writes
-        .is_earlier(&object_key(obj), obj.meta().resource_version.as_deref())
+        .is_earlier(&key, obj.meta().resource_version.as_deref())
     {
         // The cached copy is the version of an earlier status write of this operator: the watch
         // has yet to deliver the last one, whose event reconciles the object again (with the
@@ -259,11 +260,11 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         return Ok(Action::await_change());
     }
     let fresh;
-    let obj = if ctx.status_writes.holds_last(
-        &object_key(obj),
-        obj.meta().resource_version.as_deref(),
-        status_digest(&obj.current_status()),
-    ) {
+    let obj = if ctx
+        .status_writes
+        .holds_last(&key, obj.meta().resource_version.as_deref(), || {
+            status_digest(&obj.current_status())
+        }) {
         obj
     } else {
         let Some(read) = api.get_opt(&name).await? else {
@@ -271,13 +272,11 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         };
         // The fresh copy holds every status write so far: later copies of this version (the
         // resyncs after an operator restart, which wrote nothing yet) need no read.
-        ctx.status_writes
-            .record(&object_key(&read), Some(status_write(&read)));
+        ctx.status_writes.record(&key, Some(status_write(&read)));
         fresh = read;
         &fresh
     };
     let generation = obj.meta().generation;
-    let key = object_key(obj);
     if ctx.is_stalled(&key, generation) {
         // Stalled at this generation: only a spec change (or new credentials, i.e. a restart)
         // can help, so status updates and Secret events do not trigger new API calls.

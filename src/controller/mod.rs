@@ -40,7 +40,7 @@ use crate::crd::{ApiKey, SendingDomain, SubAccount};
 pub use context::{Context, Settings};
 pub use error::{Error, Result};
 use metrics::{ApiRequestMetrics, Metrics};
-use triggers::{ReferencingKeys, SecretOwners};
+use triggers::{ReferencingKeys, SecretOwners, touched};
 
 /// Output format of the logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -216,11 +216,8 @@ impl Operator {
         )
         .take_until(stop())
         .for_each(move |event| {
-            if let Ok(
-                watcher::Event::Apply(s) | watcher::Event::InitApply(s) | watcher::Event::Delete(s),
-            ) = &event
-            {
-                owners.trigger(s);
+            if let Some(secret) = touched(&event) {
+                owners.trigger(secret);
             }
             async {}
         });
@@ -243,11 +240,8 @@ impl Operator {
             watcher(self.api::<SubAccount>(), self.watcher_config()),
         )
         .inspect(move |event| {
-            if let Ok(
-                watcher::Event::Apply(s) | watcher::Event::InitApply(s) | watcher::Event::Delete(s),
-            ) = event
-            {
-                referencing_keys.trigger(s);
+            if let Some(sub) = touched(event) {
+                referencing_keys.trigger(sub);
             }
         })
         .applied_objects();

@@ -98,8 +98,8 @@ pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: 
 }
 
 /// Writes `status` of `name` with server-side apply under the operator's field manager
-/// (the status subresource; `force` takes ownership from earlier managers). Returns the
-/// `metadata.resourceVersion` the write produced.
+/// (the status subresource; `force` takes ownership from earlier managers). Returns the object
+/// as the write left it (its `metadata.resourceVersion` is the version the write produced).
 ///
 /// Errors: the Kubernetes API's error.
 pub async fn patch_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<K, kube::Error>

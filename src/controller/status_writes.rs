@@ -75,19 +75,25 @@ impl StatusLedger {
         }
     }
 
-    /// True when a copy of `key` at `resource_version` whose status has digest `digest` holds
+    /// True when a copy of `key` at `resource_version` whose status has digest `digest()` holds
     /// everything the last status write of `key` wrote: it is the very version that write
     /// produced, or its status is identical to the one that write stored (its spec may be
     /// newer). False when this process never wrote `key`'s status. Resource versions are
-    /// opaque (Kubernetes API conventions): only equality is used.
-    pub fn holds_last(&self, key: &str, resource_version: Option<&str>, digest: u64) -> bool {
+    /// opaque (Kubernetes API conventions): only equality is used. `digest` runs only when the
+    /// version differs (it serialises the status: kept off the resync path).
+    pub fn holds_last(
+        &self,
+        key: &str,
+        resource_version: Option<&str>,
+        digest: impl FnOnce() -> u64,
+    ) -> bool {
         self.writes
             .lock()
             .map(|m| {
                 m.get(key).is_some_and(|w| {
-                    w.last.digest == digest
-                        || (resource_version.is_some()
-                            && w.last.resource_version.as_deref() == resource_version)
+                    (resource_version.is_some()
+                        && w.last.resource_version.as_deref() == resource_version)
+                        || w.last.digest == digest()
                 })
             })
             .unwrap_or(false)
@@ -128,16 +134,16 @@ mod tests {
     #[test]
     fn last_and_earlier_writes() {
         let l = StatusLedger::default();
-        assert!(!l.holds_last("ns/a", Some("1"), 7), "never written");
+        assert!(!l.holds_last("ns/a", Some("1"), || 7), "never written");
         assert!(!l.is_earlier("ns/a", Some("1")));
         l.record("ns/a", write("10", 1));
         l.record("ns/a", write("11", 2));
-        assert!(l.holds_last("ns/a", Some("11"), 0));
+        assert!(l.holds_last("ns/a", Some("11"), || 0));
         assert!(
-            l.holds_last("ns/a", Some("15"), 2),
+            l.holds_last("ns/a", Some("15"), || 2),
             "a later spec change, same status"
         );
-        assert!(!l.holds_last("ns/a", Some("10"), 1));
+        assert!(!l.holds_last("ns/a", Some("10"), || 1));
         assert!(l.is_earlier("ns/a", Some("10")));
         assert!(
             !l.is_earlier("ns/a", Some("11")),
@@ -162,7 +168,7 @@ mod tests {
         assert!(!l.is_earlier("ns/a", Some("5")), "older than the last four");
         l.record("ns/a", None);
         assert!(!l.is_earlier("ns/a", Some("9")));
-        assert!(!l.holds_last("ns/a", Some("10"), 10));
+        assert!(!l.holds_last("ns/a", Some("10"), || 10));
     }
 
     /// Equal statuses have equal digests; a changed field changes the digest.

@@ -6,8 +6,20 @@ use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
+
+/// The object a watch event applied or deleted (`None` for list boundaries and errors): what
+/// starts the reconciles of the objects that depend on it.
+pub(super) fn touched<K>(event: &Result<watcher::Event<K>, watcher::Error>) -> Option<&K> {
+    match event {
+        Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o)) => {
+            Some(o)
+        }
+        _ => None,
+    }
+}
 
 /// Routes a managed Secret's change to the controller of its owner's kind, as `Controller::owns`
 /// would (every owner reference of one of the three kinds).

@@ -149,11 +149,11 @@ pub struct NamedId {
 
 impl SubAccount {
     /// The sub account name in the service: `spec.name`, else `metadata.name`.
-    pub fn service_name(&self) -> String {
+    pub fn service_name(&self) -> &str {
         self.spec
             .name
-            .clone()
-            .or_else(|| self.metadata.name.clone())
+            .as_deref()
+            .or(self.metadata.name.as_deref())
             .unwrap_or_default()
     }
 }

@@ -137,7 +137,7 @@ pub fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
         .collect();
     allowed_ips.sort_unstable();
     Ok(Desired {
-        name: r.service_name(),
+        name: r.service_name().to_string(),
         permission_type: r.spec.permission_type.clone(),
         permission_ids,
         allowed_ips,

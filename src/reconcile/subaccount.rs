@@ -90,7 +90,7 @@ pub fn desired(r: &SubAccount) -> Result<Desired, Vec<Problem>> {
         return Err(problems);
     }
     Ok(Desired {
-        name: r.service_name(),
+        name: r.service_name().to_string(),
         status: r.spec.status.clone(),
         ip_pool_id: r.spec.ip_pool_id,
         initial_key: r.spec.api_key.clone(),

@@ -53,7 +53,7 @@ pub fn problems(resource: &Resource) -> Vec<Problem> {
 /// would manage the same API object.
 pub fn natural_key(resource: &Resource) -> (&'static str, String) {
     match resource {
-        Resource::SubAccount(r) => ("spec.name", r.service_name()),
+        Resource::SubAccount(r) => ("spec.name", r.service_name().to_string()),
         Resource::ApiKey(r) => {
             let scope = r
                 .spec
