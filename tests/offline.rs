@@ -329,3 +329,136 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         sim.request_log()
     );
 }
+
+/// Writes `text` to a file in `dir` and runs `mailtarget-operator <command> -f FILE` on it.
+async fn run_manifest(command: &str, dir: &Path, name: &str, text: &str, sim: &Simulator) -> Output {
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    run_binary(&[command, "-f", file.to_str().unwrap()], Some(sim)).await
+}
+
+fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `managementPolicy: ObserveOnly` and the `mailtarget.co/paused` annotation hold in the
+/// cluster-less front end too: `plan` says so and `apply` writes nothing for either.
+#[tokio::test]
+async fn apply_honours_observe_only_and_paused() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: observed\nspec:\n  domain: observed.example.com\n  managementPolicy: ObserveOnly\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: paused\n  annotations:\n    mailtarget.co/paused: \"true\"\nspec:\n  domain: paused.example.com\n";
+    let out = run_manifest("plan", dir.path(), "domains.yaml", text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("observe"), "{shown}");
+    assert!(shown.contains("paused"), "{shown}");
+    assert!(shown.contains("Plan: 0 to create"), "{shown}");
+
+    let out = run_manifest("apply", dir.path(), "domains.yaml", text, &sim).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "writes: {:?}",
+        sim.request_log()
+    );
+    assert!(sim.snapshot().sending_domains.is_empty());
+}
+
+/// Two resources claiming one API object (by external id written two ways, by name in
+/// another case, or one by id and one by name) fail the run before any write, naming both.
+#[tokio::test]
+async fn two_claims_on_one_object_write_nothing() {
+    let sim = simulator().await;
+    let client = client(&sim);
+    let shared = client
+        .create_api_key(&CreateApiKey {
+            name: Some("shared".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id;
+    let key = |name: &str, service_name: &str, external_id: Option<&str>| {
+        let annotations = external_id
+            .map(|id| format!("  annotations:\n    mailtarget.co/external-id: \"{id}\"\n"))
+            .unwrap_or_default();
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: {name}\n{annotations}spec:\n  name: {service_name}\n  secretName: {name}\n"
+        )
+    };
+    let sub = |name: &str, service_name: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: {name}\nspec:\n  name: {service_name}\n"
+        )
+    };
+    let cases = [
+        (
+            "external ids 3 and +3",
+            format!(
+                "{}---\n{}",
+                key("a", "a", Some(&shared.to_string())),
+                key("b", "b", Some(&format!("+{shared}")))
+            ),
+        ),
+        (
+            "one by id, one by name",
+            format!(
+                "{}---\n{}",
+                key("a", "a", Some(&shared.to_string())),
+                key("b", "shared", None)
+            ),
+        ),
+        (
+            "sub account names differing in case",
+            format!("{}---\n{}", sub("upper", "Team"), sub("lower", "team")),
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (what, text) in &cases {
+        sim.clear_request_log();
+        let out = run_manifest("apply", dir.path(), "claims.yaml", text, &sim).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {shown}");
+        assert!(shown.contains("claimed by"), "{what}: names the other claimant: {shown}");
+        let writes: Vec<_> = sim.request_log().into_iter().filter(|r| r.is_write()).collect();
+        assert!(writes.is_empty(), "{what}: wrote {writes:?}");
+    }
+    assert_eq!(sim.snapshot().api_keys[0].name, "shared", "never renamed");
+}
+
+/// Names are compared as the service compares them: a sub account differing only in case is
+/// the same sub account (adopted, not created twice), and a name with surrounding spaces, which
+/// the service would trim, is refused before any call instead of creating a key per apply.
+#[tokio::test]
+async fn names_compare_as_the_service_compares_them() {
+    let sim = simulator().await;
+    let client = client(&sim);
+    client
+        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
+            name: Some("team-b".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sub = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: team-b\nspec:\n  name: Team-B\n";
+    let out = run_manifest("apply", dir.path(), "sub.yaml", sub, &sim).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert_eq!(sim.snapshot().sub_accounts.len(), 1, "adopted, not created again");
+
+    sim.clear_request_log();
+    let spaced = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ci\nspec:\n  name: \"ci \"\n  secretName: ci\n";
+    for _ in 0..2 {
+        let out = run_manifest("apply", dir.path(), "key.yaml", spaced, &sim).await;
+        let shown = output_text(&out);
+        assert_ne!(out.status.code(), Some(0), "{shown}");
+        assert!(shown.contains("spec.name"), "names the field: {shown}");
+    }
+    assert!(sim.snapshot().api_keys.is_empty(), "no key created");
+    assert!(sim.request_log().is_empty(), "refused before any call");
+}

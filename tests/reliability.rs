@@ -27,3 +27,6 @@ mod bad_manifests;
 
 #[path = "reliability/hostile.rs"]
 mod hostile;
+
+#[path = "reliability/stalls.rs"]
+mod stalls;

@@ -19,17 +19,25 @@ fn with_finalizer(name: &str) -> kube::api::DynamicObject {
 async fn delete_with_finalizer_marks_then_removal_of_last_finalizer_deletes() {
     let (_s, client) = server_with_widgets().await;
     let api = widgets(&client, "test");
-    api.create(&PostParams::default(), &with_finalizer("f"))
+    let created = api
+        .create(&PostParams::default(), &with_finalizer("f"))
         .await
         .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
     let pending = api.delete("f", &DeleteParams::default()).await.unwrap();
     let obj = pending
         .left()
         .expect("object returned while finalizers remain");
     assert!(obj.metadata.deletion_timestamp.is_some());
     assert_eq!(obj.metadata.deletion_grace_period_seconds, Some(0));
+    // kube-apiserver bumps `generation` when a deletion starts (registry/generic/registry
+    // store.go, markAsDeleting), so generation predicates see the deletion; a second delete
+    // does not bump it again.
+    assert_eq!(obj.metadata.generation, Some(2));
     let still = api.get("f").await.unwrap();
     assert!(still.metadata.deletion_timestamp.is_some());
+    let again = api.delete("f", &DeleteParams::default()).await.unwrap();
+    assert_eq!(again.left().unwrap().metadata.generation, Some(2));
 
     // A new finalizer on an object being deleted is forbidden.
     let add = json!({"metadata": {"finalizers": ["example.com/cleanup", "example.com/other"]}});

@@ -1,0 +1,151 @@
+//! Stalled resources and authentication outages: per-object state belongs to one object (its
+//! UID) and is forgotten on delete, a 401 is re-checked at the next resync instead of freezing
+//! the resource, and the reconcile metric names the root cause of a failure.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
+use mailtarget_operator::crd::{ApiKey, Condition};
+
+use crate::common::{WAIT, wait_deleted};
+use crate::harness::{Rig, is_ready};
+
+/// An ApiKey whose create the service rejects (400: permission 99 does not exist).
+const REJECTED_KEY: &str = r#"
+apiVersion: mailtarget.co/v1alpha1
+kind: ApiKey
+metadata: {name: rejected}
+spec:
+  name: rejected
+  permissionIds: [1, 99]
+  secretName: rejected-key
+"#;
+
+const GOOD_KEY: &str = r#"
+apiVersion: mailtarget.co/v1alpha1
+kind: ApiKey
+metadata: {name: good}
+spec:
+  name: good
+  secretName: good-key
+"#;
+
+fn stalled_reason(k: &ApiKey) -> Option<String> {
+    let s = k.status.as_ref()?;
+    s.conditions
+        .iter()
+        .find(|c: &&Condition| {
+            c.type_ == "Stalled"
+                && format!("{:?}", c.status) == "True"
+                && c.observed_generation == k.metadata.generation
+        })
+        .map(|c| c.reason.clone())
+}
+
+/// Waits (bounded by [`WAIT`]) until the ApiKey `name` with UID `uid` (any UID when `None`)
+/// satisfies `check`, and returns it.
+async fn wait_key(
+    keys: &Api<ApiKey>,
+    name: &str,
+    uid: Option<&str>,
+    what: &str,
+    check: impl Fn(&ApiKey) -> bool,
+) -> ApiKey {
+    let cond = move |k: Option<&ApiKey>| {
+        k.is_some_and(|k| uid.is_none_or(|u| k.uid().as_deref() == Some(u)) && check(k))
+    };
+    let fut = kube::runtime::wait::await_condition(keys.clone(), name, cond);
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{name}: not {what} within {WAIT:?}"))
+        .unwrap()
+        .expect("the object exists")
+}
+
+fn parse(yaml: &str) -> ApiKey {
+    serde_yaml::from_str(yaml).unwrap()
+}
+
+fn posts(rig: &Rig) -> usize {
+    rig.sim
+        .request_log()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .count()
+}
+
+/// A resource that stalled (the service rejected its create), deleted and applied again under
+/// the same name, is a new object: it gets a status and its own API call at once, not only
+/// after a spec change or an operator restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_resource_deleted_and_applied_again_is_reconciled() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    rig.start_operator(Duration::from_secs(300));
+    let keys: Api<ApiKey> = rig.api();
+    keys.create(&PostParams::default(), &parse(REJECTED_KEY))
+        .await
+        .unwrap();
+    let stalled = wait_key(&keys, "rejected", None, "Stalled", |k| {
+        stalled_reason(k).as_deref() == Some("ApiRejected")
+    })
+    .await;
+    assert_eq!(posts(&rig), 1);
+    let uid = stalled.uid().unwrap();
+    keys.delete("rejected", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&keys, "rejected", &uid).await;
+
+    let second = keys
+        .create(&PostParams::default(), &parse(REJECTED_KEY))
+        .await
+        .unwrap();
+    let second_uid = second.uid().unwrap();
+    wait_key(&keys, "rejected", Some(&second_uid), "Stalled", |k| {
+        stalled_reason(k).as_deref() == Some("ApiRejected")
+    })
+    .await;
+    assert_eq!(posts(&rig), 2, "the new object made its own create call");
+    rig.stop_operator().await;
+}
+
+/// The service answers 401 for a while: the resource shows `Stalled/Unauthorized`, the
+/// reconcile metric counts `unauthorized` (never `success`), and once the service accepts the
+/// key again the resource is Ready at its next resync, without a restart or a spec change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_auth_outage_recovers_at_the_next_resync() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    rig.start_operator(Duration::from_secs(2));
+    let keys: Api<ApiKey> = rig.api();
+    keys.create(&PostParams::default(), &parse(GOOD_KEY))
+        .await
+        .unwrap();
+    wait_key(&keys, "good", None, "Ready", |k| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| is_ready(k, &s.conditions))
+    })
+    .await;
+
+    rig.sim.faults().fail_next(1_000, 401);
+    wait_key(&keys, "good", None, "Stalled/Unauthorized", |k| {
+        stalled_reason(k).as_deref() == Some("Unauthorized")
+    })
+    .await;
+    let metrics = rig.metrics.encode();
+    assert!(
+        metrics.contains(r#"mailtarget_reconciles_total{kind="ApiKey",result="unauthorized"}"#),
+        "a reconcile ended by a 401 is counted as unauthorized:\n{metrics}"
+    );
+
+    rig.sim.faults().clear();
+    wait_key(&keys, "good", None, "Ready again", |k| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| is_ready(k, &s.conditions))
+    })
+    .await;
+    assert_eq!(posts(&rig), 1, "recovery created nothing");
+    rig.stop_operator().await;
+}
