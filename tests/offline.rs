@@ -331,7 +331,13 @@ async fn bad_manifests_are_rejected_without_api_calls() {
 }
 
 /// Writes `text` to a file in `dir` and runs `mailtarget-operator <command> -f FILE` on it.
-async fn run_manifest(command: &str, dir: &Path, name: &str, text: &str, sim: &Simulator) -> Output {
+async fn run_manifest(
+    command: &str,
+    dir: &Path,
+    name: &str,
+    text: &str,
+    sim: &Simulator,
+) -> Output {
     let file = dir.join(name);
     std::fs::write(&file, text).unwrap();
     run_binary(&[command, "-f", file.to_str().unwrap()], Some(sim)).await
@@ -424,8 +430,15 @@ async fn two_claims_on_one_object_write_nothing() {
         let out = run_manifest("apply", dir.path(), "claims.yaml", text, &sim).await;
         let shown = output_text(&out);
         assert_eq!(out.status.code(), Some(1), "{what}: {shown}");
-        assert!(shown.contains("claimed by"), "{what}: names the other claimant: {shown}");
-        let writes: Vec<_> = sim.request_log().into_iter().filter(|r| r.is_write()).collect();
+        assert!(
+            shown.contains("claimed by"),
+            "{what}: names the other claimant: {shown}"
+        );
+        let writes: Vec<_> = sim
+            .request_log()
+            .into_iter()
+            .filter(|r| r.is_write())
+            .collect();
         assert!(writes.is_empty(), "{what}: wrote {writes:?}");
     }
     assert_eq!(sim.snapshot().api_keys[0].name, "shared", "never renamed");
@@ -449,7 +462,11 @@ async fn names_compare_as_the_service_compares_them() {
     let sub = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: team-b\nspec:\n  name: Team-B\n";
     let out = run_manifest("apply", dir.path(), "sub.yaml", sub, &sim).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    assert_eq!(sim.snapshot().sub_accounts.len(), 1, "adopted, not created again");
+    assert_eq!(
+        sim.snapshot().sub_accounts.len(),
+        1,
+        "adopted, not created again"
+    );
 
     sim.clear_request_log();
     let spaced = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ci\nspec:\n  name: \"ci \"\n  secretName: ci\n";

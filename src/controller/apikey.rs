@@ -17,7 +17,7 @@ use super::status::Outcome;
 use crate::api::ApiKeyDetail;
 use crate::crd::{ApiKey, ApiKeyStatus, SubAccount};
 use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::{Action as Plan, MatchedBy, apikey};
+use crate::reconcile::{Action as Plan, MatchedBy, apikey, natural_key};
 
 /// Key of the Secret's data that holds the key value.
 pub const SECRET_KEY: &str = "apiKey";
@@ -155,7 +155,9 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
                 match list.read(|items| {
                     items
                         .iter()
-                        .find(|k| k.name == name && k.sub_account_id == 0)
+                        .find(|k| {
+                            natural_key::same_key_name(&k.name, &name) && k.sub_account_id == 0
+                        })
                         .map(|k| k.id)
                 }) {
                     Some(id) => client.get_api_key(id).await.map(Some),

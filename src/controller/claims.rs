@@ -26,7 +26,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
-use crate::reconcile::validate;
+use crate::reconcile::{natural_key, validate};
 
 /// Longest wait for the controller's cache to hold its first complete list.
 const STORE_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -56,8 +56,9 @@ pub trait Claimant: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
     const KEY_FIELD: &'static str;
     /// The controller's cache of this kind, once the operator runs.
     fn store(claims: &Claims) -> Option<&Store<Self>>;
-    /// True when `self` and `other` name the same API object by its natural key: sub account
-    /// name, sending domain (ASCII case ignored), or key name within the same sub account
+    /// True when `self` and `other` name the same API object by its natural key, compared as
+    /// the service compares it ([`natural_key`]): sub account name or sending domain (ASCII
+    /// case ignored), or key name within the same sub account
     /// reference (or both without one). Compared against every cached resource of the kind at
     /// each reconcile, so it borrows and never allocates.
     fn same_natural_key(&self, other: &Self) -> bool;
@@ -91,7 +92,7 @@ impl Claimant for SubAccount {
         claims.sub_accounts.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
-        self.service_name() == other.service_name()
+        natural_key::same_ignoring_case(self.service_name(), other.service_name())
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
@@ -108,7 +109,7 @@ impl Claimant for ApiKey {
         claims.api_keys.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
-        self.service_name() == other.service_name()
+        natural_key::same_key_name(self.service_name(), other.service_name())
             && match (&self.spec.sub_account_ref, &other.spec.sub_account_ref) {
                 (None, None) => true,
                 (Some(a), Some(b)) => {
@@ -132,7 +133,7 @@ impl Claimant for SendingDomain {
         claims.sending_domains.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
-        self.spec.domain.eq_ignore_ascii_case(&other.spec.domain)
+        natural_key::same_ignoring_case(&self.spec.domain, &other.spec.domain)
     }
     fn recorded_id(&self) -> Option<i64> {
         self.status.as_ref().and_then(|s| s.id)
@@ -385,9 +386,11 @@ mod tests {
             )
         };
         assert!(same_claim(&sub(Some("team"), "x"), &sub(None, "team")));
+        // The service keeps sub account names unique regardless of ASCII case.
+        assert!(same_claim(&sub(Some("team"), "x"), &sub(Some("Team"), "y")));
         assert!(!same_claim(
             &sub(Some("team"), "x"),
-            &sub(Some("Team"), "y")
+            &sub(Some("team-b"), "y")
         ));
     }
 

@@ -11,13 +11,10 @@ use super::context::Context;
 use super::error::{Error, Result};
 use super::status::Outcome;
 use crate::api::ApiError;
-use crate::crd::ANNOTATION_PAUSED;
 
-/// True when the object carries `mailtarget.co/paused: "true"`.
+/// True when the object carries `mailtarget.co/paused: "true"` ([`crate::crd::is_paused`]).
 pub fn is_paused<K: ResourceExt>(obj: &K) -> bool {
-    obj.annotations()
-        .get(ANNOTATION_PAUSED)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    crate::crd::is_paused(obj.annotations())
 }
 
 /// True when the spec changed since the last reconcile (or it never ran): the controller then
@@ -85,12 +82,16 @@ where
 }
 
 /// The error policy of every controller: retryable errors back off per object (exponential,
-/// capped, jittered); others wait for the next resync.
+/// capped, jittered); errors that only a change of the resource can fix (a 400 from the
+/// service, a malformed object) wait for that change; the others (a 401, an object gone at
+/// the service, an unreadable answer) are checked again at the next resync.
 pub fn error_policy<K: ResourceExt>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = super::context::object_key(obj.as_ref());
     tracing::warn!(object = %key, category = error.category(), error = %error, "reconcile failed");
     if error.is_retryable() {
-        Action::requeue(ctx.failure_backoff(&key))
+        Action::requeue(ctx.failure_backoff(&super::context::object_uid(obj.as_ref())))
+    } else if error.needs_change() {
+        Action::await_change()
     } else {
         Action::requeue(ctx.resync_delay())
     }

@@ -134,9 +134,9 @@ impl Context {
             .mul_f64(1.0 + rand::random::<f64>() * 0.2)
     }
 
-    /// Remembers that `key` stalled at `generation` (a 400/401 from the API or an invalid spec):
-    /// it is not reconciled again until its generation changes or the operator restarts
-    /// (which is how new credentials arrive).
+    /// Remembers that the object with UID `key` stalled at `generation` (a 400 from the API or
+    /// an invalid spec): it is not reconciled again until its generation changes. A 401 is not
+    /// recorded here: it is checked again at the next resync.
     pub fn mark_stalled(&self, key: &str, generation: Option<i64>) {
         if let Ok(mut m) = self.stalled.lock() {
             m.insert(key.to_string(), generation);
@@ -156,6 +156,15 @@ impl Context {
         if let Ok(mut m) = self.stalled.lock() {
             m.remove(key);
         }
+    }
+
+    /// Forgets all runtime state of `obj` (stall, failure count, detail schedule): called when
+    /// its deletion is handled, so nothing of it outlives the object.
+    pub fn forget<K: Resource>(&self, obj: &K) {
+        let uid = object_uid(obj);
+        self.clear_stalled(&uid);
+        self.reset_failures(&uid);
+        self.details.forget(&object_key(obj));
     }
 
     /// Forgets the failures of `key` after a success.
@@ -188,7 +197,14 @@ impl Context {
     }
 }
 
-/// `namespace/name` of an object, the key of per-object state.
+/// `namespace/name` of an object, for logs, metrics and Events.
 pub fn object_key<K: Resource>(obj: &K) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// The UID of an object (`namespace/name` for an object without one, which the API server
+/// never serves): the key of per-object runtime state, so that an object deleted and created
+/// again under the same name starts afresh.
+pub fn object_uid<K: Resource>(obj: &K) -> String {
+    obj.meta().uid.clone().unwrap_or_else(|| object_key(obj))
 }

@@ -11,7 +11,8 @@ pub enum Error {
     /// A call to the Kubernetes API failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// The finalizer helper failed (adding or removing `mailtarget.co/finalizer`).
+    /// kube's finalizer helper refused the object itself (no name, an invalid finalizer path).
+    /// Its other failures are unwrapped to their root cause by [`Error::from_finalizer`].
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
     /// The object lacks a namespace or name (never the case for objects from the API server).
@@ -23,6 +24,18 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The root cause of a failure of kube's finalizer helper, so that metrics and the error
+    /// policy see `unauthorized` or `timeout` rather than the wrapper: the reconcile's own
+    /// error for a failed apply or cleanup, the Kubernetes error for a failed finalizer patch.
+    pub fn from_finalizer(e: kube::runtime::finalizer::Error<Error>) -> Error {
+        use kube::runtime::finalizer::Error as F;
+        match e {
+            F::ApplyFailed(e) | F::CleanupFailed(e) => e,
+            F::AddFinalizer(e) | F::RemoveFinalizer(e) => Error::Kube(e),
+            other => Error::Finalizer(Box::new(other)),
+        }
+    }
+
     /// A fixed label for metrics and event reasons (never built from data).
     pub fn category(&self) -> &'static str {
         match self {
@@ -33,13 +46,29 @@ impl Error {
         }
     }
 
+    /// True when only a change of the resource can fix it: a 400 from the service (the spec is
+    /// rejected), or an object the finalizer helper cannot handle. A 401, an object gone at the
+    /// service and an unreadable answer are not: they may clear at the next resync.
+    pub fn needs_change(&self) -> bool {
+        match self {
+            Error::Api(e) => {
+                !e.is_retryable()
+                    && !e.is_not_found()
+                    && !e.is_unreadable_answer()
+                    && e.status() != Some(401)
+            }
+            Error::Kube(_) => false,
+            Error::Finalizer(_) | Error::MissingMetadata(_) => true,
+        }
+    }
+
     /// True when retrying the same request may succeed (timeouts, 5xx, 429, Kubernetes
     /// conflicts). A service 400/401 is not: it needs a change of spec or credentials.
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Api(e) => e.is_retryable(),
-            Error::Kube(_) | Error::Finalizer(_) => true,
-            Error::MissingMetadata(_) => false,
+            Error::Kube(_) => true,
+            Error::Finalizer(_) | Error::MissingMetadata(_) => false,
         }
     }
 }

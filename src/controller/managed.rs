@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
 use super::common::{api_failure, is_paused, measured, warn_event};
-use super::context::{Context, object_key};
+use super::context::{Context, object_key, object_uid};
 use super::error::{Error, Result};
 use super::status::{Outcome, patch_status, set_conditions};
 use super::status_writes::{StatusWrite, status_digest};
@@ -91,15 +91,18 @@ pub struct Failure<S> {
 }
 
 impl<S: Clone> Failure<S> {
-    /// A failed API call while `doing` something: retryable ones back off, 400/401 stall.
+    /// A failed API call while `doing` something. The error goes to the controller's error
+    /// policy ([`super::common::error_policy`]), which backs off retryable ones, waits for a
+    /// change after a 400 and checks a 401 again at the next resync (credentials are fixed
+    /// outside the resource; a short outage must not freeze it). The metric counts its category.
     pub fn api(e: ApiError, doing: &str, status: &S) -> Box<Self> {
         let outcome = api_failure(&e, doing);
-        let error = e.is_retryable().then_some(Error::Api(e));
+        let recheck_at_resync = e.status() == Some(401);
         Box::new(Failure {
             outcome,
             status: status.clone(),
-            error,
-            recheck_at_resync: false,
+            error: Some(Error::Api(e)),
+            recheck_at_resync,
         })
     }
 
@@ -214,9 +217,9 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
             match event {
                 Finalizer::Apply(o) => apply(o.as_ref(), &ctx, &api).await,
                 Finalizer::Cleanup(o) => {
+                    ctx.forget(o.as_ref());
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
                     ctx.status_writes.record(&object_key(o.as_ref()), None);
-                    ctx.details.forget(&object_key(o.as_ref()));
                     if let Some(id) = o.recorded_id()
                         && ctx.claims.owner(o.as_ref(), Some(id)).await.is_some()
                     {
@@ -228,7 +231,7 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
             }
         })
         .await
-        .map_err(|e| Error::Finalizer(Box::new(e)))
+        .map_err(Error::from_finalizer)
     })
     .await
 }
@@ -277,7 +280,8 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         &fresh
     };
     let generation = obj.meta().generation;
-    if ctx.is_stalled(&key, generation) {
+    let uid = object_uid(obj);
+    if ctx.is_stalled(&uid, generation) {
         // Stalled at this generation: only a spec change (or new credentials, i.e. a restart)
         // can help, so status updates and Secret events do not trigger new API calls.
         return Ok(Action::await_change());
@@ -316,16 +320,16 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     }
     let waits_for_change = matches!(&outcome, Outcome::Stalled { .. }) && !recheck_at_resync;
     if waits_for_change {
-        ctx.mark_stalled(&key, generation);
+        ctx.mark_stalled(&uid, generation);
     } else {
-        ctx.clear_stalled(&key);
+        ctx.clear_stalled(&uid);
     }
     ctx.metrics
         .set_ready(K::KIND, key.clone(), Some(outcome.is_ready()));
     if let Some(e) = error {
         return Err(e);
     }
-    ctx.reset_failures(&key);
+    ctx.reset_failures(&uid);
     Ok(requeue.unwrap_or_else(|| {
         if waits_for_change {
             Action::await_change()

@@ -14,7 +14,7 @@ use super::status::Outcome;
 use crate::api::SubAccountDetail;
 use crate::crd::{SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
 use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::{Action as Plan, MatchedBy, subaccount};
+use crate::reconcile::{Action as Plan, MatchedBy, natural_key, subaccount};
 
 impl Managed for SubAccount {
     type Status = SubAccountStatus;
@@ -131,7 +131,12 @@ async fn converge(
             let created = create_or_recover(client.create_sub_account(req), || async {
                 ctx.cache.sub_accounts.invalidate();
                 let list = ctx.cache.fresh_sub_accounts().await?;
-                match list.read(|items| items.iter().find(|s| s.name == name).map(|s| s.id)) {
+                match list.read(|items| {
+                    items
+                        .iter()
+                        .find(|s| natural_key::same_ignoring_case(&s.name, &name))
+                        .map(|s| s.id)
+                }) {
                     Some(id) => client.get_sub_account(id).await.map(Some),
                     None => Ok(None),
                 }
@@ -220,7 +225,7 @@ async fn converge(
         let value = keys.read(|items| {
             items
                 .iter()
-                .find(|k| k.sub_account_id == id && k.name == key_name)
+                .find(|k| k.sub_account_id == id && natural_key::same_key_name(&k.name, &key_name))
                 .map(|k| k.key.clone())
         });
         match value {

@@ -52,9 +52,9 @@ use super::subaccount::NamedId;
 #[serde(rename_all = "camelCase")]
 pub struct ApiKeySpec {
     /// Key name in the service (`name`). Defaults to `metadata.name`. Also the natural key used to
-    /// adopt an existing key.
+    /// adopt an existing key. No leading or trailing whitespace (the service trims names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = 100), pattern(super::schema::NAME_PATTERN))]
     pub name: Option<String>,
     /// `permissionType` (free string; values are not documented by the interface).
     #[serde(default, skip_serializing_if = "Option::is_none")]

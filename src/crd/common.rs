@@ -19,6 +19,14 @@ pub const ANNOTATION_EXTERNAL_ID: &str = "mailtarget.co/external-id";
 /// Annotation that pauses reconciliation when set to `"true"`.
 pub const ANNOTATION_PAUSED: &str = "mailtarget.co/paused";
 
+/// True when `annotations` carry `mailtarget.co/paused: "true"` (ASCII case ignored): the
+/// resource is left alone by the controller and by `plan`/`apply` alike.
+pub fn is_paused(annotations: &std::collections::BTreeMap<String, String>) -> bool {
+    annotations
+        .get(ANNOTATION_PAUSED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// What happens to the API object when the custom resource is deleted (ApiKey, SendingDomain).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum DeletionPolicy {

@@ -10,6 +10,12 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 pub const HOSTNAME_PATTERN: &str =
     r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$";
 
+/// Pattern of a name at the service (sub account, API key): no leading or trailing whitespace.
+/// The service trims names before storing them, so a name with surrounding spaces would never
+/// match its own object by name again (design decision "Names"). Read the same way by RE2
+/// (kube-apiserver) and ECMA-262 (JSON Schema).
+pub const NAME_PATTERN: &str = r"^\S(.*\S)?$";
+
 /// Pattern for one IPv4 address in dotted decimal, or one IPv6 address (hex groups and colons,
 /// optionally ending in an IPv4 address). Ranges and CIDR prefixes are not accepted: the interface
 /// documents `allowedIp` as a list of IP addresses. The operator parses every entry again.

@@ -40,9 +40,10 @@ use super::conditions::Condition;
 #[serde(rename_all = "camelCase")]
 pub struct SubAccountSpec {
     /// Sub account name in the service (`name` on create and update). Defaults to
-    /// `metadata.name`. Also the natural key used to adopt an existing sub account.
+    /// `metadata.name`. Also the natural key used to adopt an existing sub account (compared
+    /// ignoring ASCII case, as the service does). No leading or trailing whitespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = 100), pattern(super::schema::NAME_PATTERN))]
     pub name: Option<String>,
 
     /// Sub account `status` (free string; the service's values are not documented). Unset leaves
@@ -80,9 +81,10 @@ pub struct SubAccountSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InitialApiKey {
-    /// Key name (`apiKeyName`). Defaults to the sub account name.
+    /// Key name (`apiKeyName`). Defaults to the sub account name. No leading or trailing
+    /// whitespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = 100), pattern(super::schema::NAME_PATTERN))]
     pub name: Option<String>,
     /// `permissionType` of the key (free string).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -49,22 +49,38 @@ impl Resource {
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        let meta = match self {
-            Resource::SubAccount(r) => &r.metadata,
-            Resource::ApiKey(r) => &r.metadata,
-            Resource::SendingDomain(r) => &r.metadata,
-        };
-        meta.name.as_deref().unwrap_or_default()
+        self.meta().name.as_deref().unwrap_or_default()
     }
 
     /// `metadata.namespace`, `default` when unset (as kubectl does).
     pub fn namespace(&self) -> &str {
-        let meta = match self {
+        self.meta().namespace.as_deref().unwrap_or("default")
+    }
+
+    /// `metadata`.
+    pub fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
             Resource::SubAccount(r) => &r.metadata,
             Resource::ApiKey(r) => &r.metadata,
             Resource::SendingDomain(r) => &r.metadata,
-        };
-        meta.namespace.as_deref().unwrap_or("default")
+        }
+    }
+
+    /// True when the resource carries `mailtarget.co/paused: "true"`: left alone.
+    pub fn is_paused(&self) -> bool {
+        self.meta()
+            .annotations
+            .as_ref()
+            .is_some_and(crate::crd::is_paused)
+    }
+
+    /// `spec.managementPolicy`.
+    pub fn management_policy(&self) -> crate::crd::ManagementPolicy {
+        match self {
+            Resource::SubAccount(r) => r.spec.management_policy,
+            Resource::ApiKey(r) => r.spec.management_policy,
+            Resource::SendingDomain(r) => r.spec.management_policy,
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::api::{
 use crate::crd::DnsRecord;
 use crate::manifest::Resource;
 use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::{Action, apikey, sendingdomain, subaccount};
+use crate::reconcile::{Action, apikey, natural_key, sendingdomain, subaccount};
 
 /// How many resources of one kind are applied at once. The client's request budget
 /// (`--api-concurrency`, `--api-rps`) is the real limit; this only bounds the tasks waiting
@@ -29,7 +29,7 @@ pub struct Outcome {
     /// The plan entry this outcome executes.
     #[serde(flatten)]
     pub entry: Entry,
-    /// `created`, `updated`, `unchanged`, `failed` or `skipped`.
+    /// `created`, `updated`, `unchanged`, `observe`, `paused`, `failed` or `skipped`.
     pub result: &'static str,
     /// For sending domains: the DNS records to publish.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -57,7 +57,7 @@ impl ApplyReport {
             match o.result {
                 "created" => s.create += 1,
                 "updated" => s.update += 1,
-                "unchanged" => s.unchanged += 1,
+                "unchanged" | super::guards::OBSERVE | super::guards::PAUSED => s.unchanged += 1,
                 _ => s.error += 1,
             }
         }
@@ -171,7 +171,14 @@ pub async fn run(client: &Client, plan: &OfflinePlan, secrets_dir: Option<&Path>
     let outcomes = outcomes
         .into_iter()
         .zip(&plan.entries)
-        .map(|(o, e)| o.unwrap_or_else(|| outcome(e, "skipped")))
+        .zip(&plan.steps)
+        .map(|((o, e), step)| {
+            o.unwrap_or_else(|| match step {
+                // Paused or ObserveOnly: the plan's word is the result.
+                Step::Skip => outcome(e, e.action),
+                _ => outcome(e, "skipped"),
+            })
+        })
         .collect();
     ApplyReport { outcomes }
 }
@@ -216,7 +223,10 @@ async fn apply_sub_account(
                     ..Default::default()
                 };
                 let found = client.list_all_sub_accounts(&q).await?;
-                match found.iter().find(|s| s.name == desired.name) {
+                match found
+                    .iter()
+                    .find(|s| natural_key::same_ignoring_case(&s.name, &desired.name))
+                {
                     Some(s) => client.get_sub_account(s.id).await.map(Some),
                     None => Ok(None),
                 }
@@ -233,7 +243,11 @@ async fn apply_sub_account(
             if let (Some(key), Resource::SubAccount(r)) = (&desired.initial_key, &plan.resources[i])
             {
                 let name = subaccount::initial_key_name(desired).unwrap_or_default();
-                if let Some(k) = detail.api_keys.iter().find(|k| k.name == name) {
+                if let Some(k) = detail
+                    .api_keys
+                    .iter()
+                    .find(|k| natural_key::same_key_name(&k.name, &name))
+                {
                     write_secret(
                         ctx,
                         &mut o,
@@ -292,7 +306,11 @@ async fn apply_api_key(
                         "SubAccount \"{sub}\" was not applied"
                     )));
                 };
-                let Some(item) = detail.api_keys.iter().find(|k| k.name == desired.name) else {
+                let Some(item) = detail
+                    .api_keys
+                    .iter()
+                    .find(|k| natural_key::same_key_name(&k.name, &desired.name))
+                else {
                     return Err(KeyError::Missing(format!(
                         "the sub account of SubAccount \"{sub}\" has no key named \"{}\"",
                         desired.name
@@ -320,10 +338,10 @@ async fn apply_api_key(
                             ..Default::default()
                         };
                         let found = client.list_all_api_keys(&q).await?;
-                        match found
-                            .iter()
-                            .find(|k| k.name == desired.name && k.sub_account_id == 0)
-                        {
+                        match found.iter().find(|k| {
+                            natural_key::same_key_name(&k.name, &desired.name)
+                                && k.sub_account_id == 0
+                        }) {
                             Some(k) => client.get_api_key(k.id).await.map(Some),
                             None => Ok(None),
                         }

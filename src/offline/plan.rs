@@ -26,7 +26,7 @@ pub struct Entry {
     pub name: String,
     /// File and document it was read from.
     pub source: String,
-    /// `create`, `update`, `unchanged` or `error`.
+    /// `create`, `update`, `unchanged`, `observe` (ObserveOnly), `paused` or `error`.
     pub action: &'static str,
     /// Id of the matched API object.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,7 +52,7 @@ pub struct Summary {
     pub create: usize,
     /// Resources whose API object is (to be) updated.
     pub update: usize,
-    /// Resources needing no write.
+    /// Resources needing no write (paused and `ObserveOnly` ones included).
     pub unchanged: usize,
     /// Resources that cannot be planned or failed.
     pub error: usize,
@@ -75,6 +75,8 @@ pub(crate) enum Step {
         plan: Plan<CreateSendingDomain, Share>,
     },
     Invalid,
+    /// Paused or `ObserveOnly`: nothing to execute (see [`super::guards`]).
+    Skip,
 }
 
 /// Where an ApiKey lives.
@@ -106,7 +108,7 @@ impl OfflinePlan {
             match e.action {
                 "create" => s.create += 1,
                 "update" => s.update += 1,
-                "unchanged" => s.unchanged += 1,
+                "unchanged" | super::guards::OBSERVE | super::guards::PAUSED => s.unchanged += 1,
                 _ => s.error += 1,
             }
         }
@@ -210,11 +212,13 @@ pub(crate) async fn build_with(
         slots[index] = Some((e, step));
     }
     // Every slot is filled: each resource is of one of the three kinds handled above.
-    let (entries, steps): (Vec<Entry>, Vec<Step>) = slots.into_iter().flatten().unzip();
+    let (mut entries, mut steps): (Vec<Entry>, Vec<Step>) = slots.into_iter().flatten().unzip();
+    let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
+    super::guards::apply(&mut entries, &mut steps, &resources);
     Ok(OfflinePlan {
         entries,
         steps,
-        resources: resources.iter().map(|l| l.resource.clone()).collect(),
+        resources,
     })
 }
 

@@ -8,6 +8,7 @@ use crate::crd::subaccount::NamedId;
 use crate::crd::{ApiKey, ApiKeyStatus};
 
 use super::lookup::{self, Found, Lookup};
+use super::natural_key;
 use super::plan::{Action, FieldChange, Plan};
 use super::validate::{self, Problem};
 
@@ -163,7 +164,7 @@ pub fn lookup<'a>(
         |i| i.id,
         d.external_id,
         status_id,
-        |i| i.name == d.name && i.sub_account_id == scope,
+        |i| natural_key::same_key_name(&i.name, &d.name) && i.sub_account_id == scope,
     )
 }
 

@@ -9,6 +9,7 @@ pub mod apikey;
 pub mod execute;
 pub mod inventory;
 pub mod lookup;
+pub mod natural_key;
 pub mod plan;
 pub mod sendingdomain;
 pub mod subaccount;

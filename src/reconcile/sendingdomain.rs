@@ -8,6 +8,7 @@ use crate::api::{CreateSendingDomain, SendingDomainDetail, SendingDomainListItem
 use crate::crd::{DnsRecord, SendingDomain, SendingDomainStatus};
 
 use super::lookup::{self, Found, Lookup};
+use super::natural_key;
 use super::plan::{Action, FieldChange, Plan};
 use super::validate::{self, Problem};
 
@@ -101,7 +102,7 @@ pub fn lookup<'a>(
         |i| i.id,
         d.external_id,
         status_id,
-        |i| i.domain.eq_ignore_ascii_case(&d.domain),
+        |i| natural_key::same_ignoring_case(&i.domain, &d.domain),
     )
 }
 

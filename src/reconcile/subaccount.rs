@@ -6,6 +6,7 @@ use crate::crd::subaccount::NamedId;
 use crate::crd::{InitialApiKey, SubAccount, SubAccountStatus};
 
 use super::lookup::{self, Found, Lookup};
+use super::natural_key;
 use super::plan::{Action, FieldChange, Plan};
 use super::validate::{self, Problem};
 
@@ -111,7 +112,7 @@ pub fn lookup<'a>(
         |i| i.id,
         d.external_id,
         status_id,
-        |i| i.name == d.name,
+        |i| natural_key::same_ignoring_case(&i.name, &d.name),
     )
 }
 

@@ -6,6 +6,8 @@ use std::net::IpAddr;
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
 use crate::manifest::Resource;
 
+use super::natural_key;
+
 /// One problem in a spec: the field path and what to fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
@@ -53,7 +55,7 @@ pub fn problems(resource: &Resource) -> Vec<Problem> {
 /// would manage the same API object.
 pub fn natural_key(resource: &Resource) -> (&'static str, String) {
     match resource {
-        Resource::SubAccount(r) => ("spec.name", r.service_name().to_string()),
+        Resource::SubAccount(r) => ("spec.name", natural_key::sub_account(r.service_name())),
         Resource::ApiKey(r) => {
             let scope = r
                 .spec
@@ -67,11 +69,11 @@ pub fn natural_key(resource: &Resource) -> (&'static str, String) {
                     "{}{}{}",
                     scope,
                     if scope.is_empty() { "" } else { "/" },
-                    r.service_name()
+                    natural_key::api_key(r.service_name())
                 ),
             )
         }
-        Resource::SendingDomain(r) => ("spec.domain", r.spec.domain.clone()),
+        Resource::SendingDomain(r) => ("spec.domain", natural_key::domain(&r.spec.domain)),
     }
 }
 

@@ -82,8 +82,8 @@ pub enum DeleteOutcome {
 }
 
 /// Deletes one object (which must exist) following `policy`; with `dry_run` nothing is stored.
-/// Objects with finalizers (after adding the policy's) get `deletionTimestamp` and
-/// `deletionGracePeriodSeconds: 0`; namespaces and CRDs go through their own cleanup first.
+/// Objects with finalizers (after adding the policy's) get `deletionTimestamp`,
+/// `deletionGracePeriodSeconds: 0` and, the first time, `generation` + 1; namespaces and CRDs go through their own cleanup first.
 pub fn begin_delete(
     st: &mut Store,
     key: &StoreKey,
@@ -139,6 +139,15 @@ pub fn begin_delete(
         return commit_remove(st, key, ns, name, None).map(DeleteOutcome::Removed);
     }
     let m = meta_mut(&mut obj);
+    // kube-apiserver bumps `generation` when a deletion starts (registry/generic/registry/
+    // store.go, markAsDeleting), so that controllers filtering on generation see it.
+    if let Some(g) = m
+        .get("generation")
+        .and_then(Value::as_i64)
+        .filter(|g| *g > 0)
+    {
+        m.insert("generation".into(), json!(g + 1));
+    }
     m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
     m.insert("deletionGracePeriodSeconds".into(), json!(0));
     if dry_run {

@@ -1,0 +1,120 @@
+//! What stands between a computed plan and the writes of `apply`, as in the controller:
+//! a paused resource (`mailtarget.co/paused: "true"`) is left alone, an `ObserveOnly` resource
+//! reports what differs and never writes, and two resources claiming one API object (by
+//! external id, by name, or one of each) fail the run before any write (`ConflictingOwner`).
+
+use std::collections::HashMap;
+
+use super::plan::{Entry, KeyScope, Step};
+use crate::manifest::Resource;
+
+/// Plan action of a paused resource.
+pub const PAUSED: &str = "paused";
+/// Plan action of an `ObserveOnly` resource.
+pub const OBSERVE: &str = "observe";
+
+/// Turns the plans of paused and `ObserveOnly` resources into reports that write nothing, then
+/// fails every resource whose matched API object another writing resource of the same kind also
+/// matched. `entries`, `steps` and `resources` are parallel (one slot per resource).
+pub(crate) fn apply(entries: &mut [Entry], steps: &mut [Step], resources: &[Resource]) {
+    for ((e, step), r) in entries.iter_mut().zip(steps.iter_mut()).zip(resources) {
+        if e.error.is_some() {
+            continue;
+        }
+        if r.is_paused() {
+            e.action = PAUSED;
+            e.changes.clear();
+            e.notes = vec![format!(
+                "{} is \"true\": left alone",
+                crate::crd::ANNOTATION_PAUSED
+            )];
+            *step = Step::Skip;
+        } else if !r.management_policy().may_write() {
+            observe(e);
+            *step = Step::Skip;
+        }
+    }
+    skip_keys_of_skipped_sub_accounts(entries, steps, resources);
+    conflicts(entries, resources);
+}
+
+/// An `ObserveOnly` entry: the differences become notes, nothing is written.
+fn observe(e: &mut Entry) {
+    let mut notes: Vec<String> = e
+        .changes
+        .drain(..)
+        .map(|c| {
+            format!(
+                "{}: {} (service) vs {} (spec): not corrected (ObserveOnly)",
+                c.field, c.from, c.to
+            )
+        })
+        .collect();
+    if e.action == "create" {
+        notes.push("no API object matches; nothing is created (ObserveOnly)".into());
+    }
+    notes.append(&mut e.notes);
+    e.notes = notes;
+    e.action = OBSERVE;
+}
+
+/// A key to be created with a SubAccount that is paused or `ObserveOnly` (so never created)
+/// cannot be created either.
+fn skip_keys_of_skipped_sub_accounts(
+    entries: &mut [Entry],
+    steps: &mut [Step],
+    resources: &[Resource],
+) {
+    let skipped: Vec<(String, String)> = resources
+        .iter()
+        .zip(steps.iter())
+        .filter(|(r, s)| matches!(r, Resource::SubAccount(_)) && matches!(s, Step::Skip))
+        .map(|(r, _)| (r.namespace().to_string(), r.name().to_string()))
+        .collect();
+    for ((e, step), r) in entries.iter_mut().zip(steps.iter_mut()).zip(resources) {
+        if let Step::ApiKey {
+            scope: KeyScope::CreatedWith(sub),
+            ..
+        } = step
+            && skipped.contains(&(r.namespace().to_string(), sub.clone()))
+        {
+            e.error = Some(format!(
+                "it is created with SubAccount \"{sub}\", which is paused or ObserveOnly and does not exist"
+            ));
+            *step = Step::Invalid;
+        }
+    }
+}
+
+/// Marks every writing entry whose matched id another writing entry of its kind matched too.
+fn conflicts(entries: &mut [Entry], resources: &[Resource]) {
+    let mut by_object: HashMap<(&'static str, i64), Vec<usize>> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        if let Some(id) = e.id
+            && e.error.is_none()
+            && e.action != PAUSED
+            && resources[i].management_policy().may_write()
+        {
+            by_object.entry((e.kind, id)).or_default().push(i);
+        }
+    }
+    for ((_, id), claimants) in by_object {
+        if claimants.len() < 2 {
+            continue;
+        }
+        for &i in &claimants {
+            let others: Vec<String> = claimants
+                .iter()
+                .filter(|&&j| j != i)
+                .map(|&j| {
+                    let o = &entries[j];
+                    format!("{} {}/{} at {}", o.kind, o.namespace, o.name, o.source)
+                })
+                .collect();
+            entries[i].error = Some(format!(
+                "ConflictingOwner: the API object {id} it matched is also claimed by {}; two resources cannot manage one API object: remove one or point it at another object",
+                others.join(", ")
+            ));
+        }
+    }
+}
