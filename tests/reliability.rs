@@ -30,3 +30,6 @@ mod hostile;
 
 #[path = "reliability/stalls.rs"]
 mod stalls;
+
+#[path = "reliability/identity.rs"]
+mod identity;

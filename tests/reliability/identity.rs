@@ -1,0 +1,308 @@
+//! Identity and adoption: an existing API object or Secret is taken over only when the resource
+//! says so (`mailtarget.co/adoption-policy`), a create is preceded by a lookup in a list newer
+//! than the reconcile, and an id missing from a list is confirmed with a GET before anything is
+//! created again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use mailtarget_operator::api::{Client as ApiClient, ClientConfig, CreateApiKey, RetryPolicy};
+use mailtarget_operator::crd::ApiKey;
+use serde_json::{Value, json};
+
+use crate::common::{KEY, create, eventually, wait_deleted, wait_for};
+use crate::harness::{Rig, is_ready, operator_client, settings};
+
+fn ready(k: &ApiKey) -> bool {
+    k.status
+        .as_ref()
+        .is_some_and(|s| is_ready(k, &s.conditions))
+}
+
+fn stalled(reason: &'static str) -> impl Fn(&ApiKey) -> bool + Send + 'static {
+    move |k: &ApiKey| {
+        k.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Stalled"
+                    && format!("{:?}", c.status) == "True"
+                    && c.reason == reason
+                    && c.observed_generation == k.metadata.generation
+            })
+        })
+    }
+}
+
+fn key_yaml(name: &str, annotations: &[(&str, String)]) -> String {
+    let annotations: String = annotations
+        .iter()
+        .map(|(k, v)| format!("    {k}: \"{v}\"\n"))
+        .collect();
+    let annotations = if annotations.is_empty() {
+        String::new()
+    } else {
+        format!("  annotations:\n{annotations}")
+    };
+    format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: {name}\n{annotations}spec:\n  name: {name}\n  secretName: {name}-key\n"
+    )
+}
+
+async fn service_key(client: &ApiClient, name: &str) -> i64 {
+    client
+        .create_api_key(&CreateApiKey {
+            name: Some(name.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id
+}
+
+fn posts(rig: &Rig) -> usize {
+    rig.writes().iter().filter(|w| w.method == "POST").count()
+}
+
+/// An existing key of the account is not taken over by a resource without an adoption policy,
+/// by name or by an external id the operator did not write: `Stalled/AlreadyExists`, no write,
+/// no Secret. With `mailtarget.co/adoption-policy: Adopt` it is adopted, without a create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn existing_objects_need_an_adoption_policy() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    let client = operator_client(&rig.sim);
+    let ci = service_key(&client, "ci").await;
+    let other = service_key(&client, "other-team").await;
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    let keys: Api<ApiKey> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+
+    create(&keys, &key_yaml("ci", &[])).await;
+    let intruder = key_yaml(
+        "intruder",
+        &[("mailtarget.co/external-id", other.to_string())],
+    );
+    create(&keys, &intruder).await;
+    for name in ["ci", "intruder"] {
+        let k = wait_for(
+            &keys,
+            name,
+            "Stalled/AlreadyExists",
+            stalled("AlreadyExists"),
+        )
+        .await;
+        let message = k
+            .status
+            .unwrap()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Stalled")
+            .unwrap()
+            .message;
+        assert!(
+            message.contains("mailtarget.co/adoption-policy"),
+            "{name}: says how to adopt: {message}"
+        );
+        assert!(
+            secrets
+                .get_opt(&format!("{name}-key"))
+                .await
+                .unwrap()
+                .is_none(),
+            "{name}: no Secret written"
+        );
+    }
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+
+    keys.patch(
+        "ci",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {"mailtarget.co/adoption-policy": "Adopt"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let k = wait_for(&keys, "ci", "Ready after the adoption policy", ready).await;
+    assert_eq!(k.status.as_ref().unwrap().id, Some(ci));
+    assert_eq!(
+        k.annotations().get("mailtarget.co/external-id"),
+        Some(&ci.to_string()),
+        "the identity is recorded in metadata"
+    );
+    assert!(secrets.get_opt("ci-key").await.unwrap().is_some());
+    assert_eq!(posts(&rig), 0, "adopted, not created");
+    rig.stop_operator().await;
+}
+
+/// A Secret that exists before the ApiKey names it, and that the operator did not write, is
+/// never taken over: `Stalled/SecretConflict`, the user's data and owners untouched, and
+/// deleting the ApiKey leaves the Secret in place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_secret_is_not_taken_over() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    rig.start_operator(Duration::from_secs(300));
+    let keys: Api<ApiKey> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+    let mine: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "ci-key"},
+        "stringData": {"note": "keep me"},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &mine).await.unwrap();
+
+    let k = create(&keys, &key_yaml("ci", &[])).await;
+    wait_for(
+        &keys,
+        "ci",
+        "Stalled/SecretConflict",
+        stalled("SecretConflict"),
+    )
+    .await;
+    let s = secrets.get("ci-key").await.unwrap();
+    let data = s.data.clone().unwrap_or_default();
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        vec!["note"],
+        "the user's data only"
+    );
+    assert!(s.owner_references().is_empty(), "no owner added");
+
+    keys.delete("ci", &DeleteParams::default()).await.unwrap();
+    wait_deleted(&keys, "ci", &k.uid().unwrap()).await;
+    let s = secrets.get("ci-key").await.unwrap();
+    assert!(
+        s.data.unwrap().contains_key("note"),
+        "the user's Secret stays"
+    );
+    rig.stop_operator().await;
+}
+
+/// A key created at the service moments before a resource naming it is applied is found by the
+/// lookup that precedes the create (a list newer than the reconcile), even while the operator
+/// holds a cached list from before: one key, adopted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_created_just_before_is_not_created_twice() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    rig.start_operator(Duration::from_secs(300));
+    let keys: Api<ApiKey> = rig.api();
+    create(&keys, &key_yaml("warm", &[])).await;
+    wait_for(&keys, "warm", "Ready", ready).await;
+
+    let late = service_key(&operator_client(&rig.sim), "late").await;
+    create(
+        &keys,
+        &key_yaml(
+            "late",
+            &[("mailtarget.co/adoption-policy", "AdoptOrCreate".into())],
+        ),
+    )
+    .await;
+    let k = wait_for(&keys, "late", "Ready", ready).await;
+    assert_eq!(k.status.unwrap().id, Some(late));
+    let named_late = rig
+        .sim
+        .snapshot()
+        .api_keys
+        .iter()
+        .filter(|k| k.name == "late")
+        .count();
+    assert_eq!(named_late, 1, "no second key");
+    rig.stop_operator().await;
+}
+
+/// A proxy to the simulator that removes the key with id `hidden` (when not 0) from every
+/// `GET /api-key` list page, as offset paging does when an object is deleted between two pages.
+#[derive(Clone)]
+struct Proxy {
+    upstream: String,
+    http: reqwest::Client,
+    hidden: Arc<AtomicI64>,
+}
+
+async fn forward(State(p): State<Proxy>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let url = format!("{}{}", p.upstream, parts.uri);
+    let mut upstream = p.http.request(parts.method.clone(), &url).body(body);
+    for (name, value) in &parts.headers {
+        if name != "host" {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let answer = upstream.send().await.unwrap();
+    let status = answer.status();
+    let mut bytes = answer.bytes().await.unwrap().to_vec();
+    let hidden = p.hidden.load(Ordering::SeqCst);
+    if hidden != 0 && parts.method == "GET" && parts.uri.path() == "/api-key" {
+        let mut doc: Value = serde_json::from_slice(&bytes).unwrap();
+        if let Some(items) = doc["apiKeys"].as_array_mut() {
+            items.retain(|i| i["id"].as_i64() != Some(hidden));
+        }
+        bytes = serde_json::to_vec(&doc).unwrap();
+    }
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(bytes))
+        .unwrap()
+}
+
+/// A key whose id drops out of a list (offset paging while something is deleted) is confirmed
+/// with one GET of that id, and not created again: still one key, no POST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_missing_from_a_list_is_confirmed_before_any_create() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    let proxy = Proxy {
+        upstream: rig.sim.base_url().trim_end_matches('/').to_string(),
+        http: reqwest::Client::new(),
+        hidden: Arc::new(AtomicI64::new(0)),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new()
+        .fallback(forward)
+        .with_state(proxy.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut config = ClientConfig::new(
+        format!("http://{addr}").parse().unwrap(),
+        rig.sim.transmission_url().parse().unwrap(),
+        KEY.to_string().into(),
+    );
+    config.retry = RetryPolicy {
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+    };
+    rig.start_operator_with(
+        settings(Duration::from_secs(1)),
+        ApiClient::new(config).unwrap(),
+    );
+    let keys: Api<ApiKey> = rig.api();
+    create(&keys, &key_yaml("ci", &[])).await;
+    let k = wait_for(&keys, "ci", "Ready", ready).await;
+    let id = k.status.unwrap().id.unwrap();
+
+    rig.sim.clear_request_log();
+    proxy.hidden.store(id, Ordering::SeqCst);
+    let confirm = format!("/api-key/{id}");
+    eventually("a GET of the missing id, or a create", || {
+        rig.sim
+            .request_log()
+            .iter()
+            .any(|r| (r.method == "GET" && r.path == confirm) || r.method == "POST")
+    })
+    .await;
+    assert_eq!(posts(&rig), 0, "no second key: {:?}", rig.writes());
+    assert_eq!(rig.sim.snapshot().api_keys.len(), 1);
+    rig.stop_operator().await;
+}
