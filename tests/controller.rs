@@ -296,7 +296,8 @@ async fn sub_account_first_key_and_deactivate() {
     env.stop().await;
 }
 
-/// Existing API objects are adopted by name and by the external-id annotation, never duplicated.
+/// Existing API objects are adopted by name and by the external-id annotation under an adoption
+/// policy, never duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adoption_by_name_and_annotation() {
     let env = Env::start().await;
@@ -318,8 +319,8 @@ async fn adoption_by_name_and_annotation() {
         .unwrap();
     env.sim.clear_request_log();
     let keys: Api<ApiKey> = env.api();
-    create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: ci}\nspec: {secretName: ci-key}\n").await;
-    create(&keys, &format!("apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: renamed\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{name: legacy, secretName: legacy-key}}\n", by_id.id)).await;
+    create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ci\n  annotations: {mailtarget.co/adoption-policy: Adopt}\nspec: {secretName: ci-key}\n").await;
+    create(&keys, &format!("apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: renamed\n  annotations: {{mailtarget.co/external-id: \"{}\", mailtarget.co/adoption-policy: AdoptOrCreate}}\nspec: {{name: legacy, secretName: legacy-key}}\n", by_id.id)).await;
     let a = wait_for(&keys, "ci", "Ready", key_ready).await;
     let b = wait_for(&keys, "renamed", "Ready", key_ready).await;
     assert_eq!(a.status.unwrap().id, Some(by_name.id));
@@ -728,7 +729,10 @@ async fn conflicting_owner_takes_over_when_the_owner_goes() {
     create(
         &keys,
         &CI_KEY
-            .replace("{name: ci}", "{name: ci-again}")
+            .replace(
+                "{name: ci}",
+                "{name: ci-again, annotations: {mailtarget.co/adoption-policy: Adopt}}",
+            )
             .replace("ci-key", "ci-again-key"),
     )
     .await;

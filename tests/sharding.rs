@@ -103,6 +103,7 @@ fn start_instance(kube: &kube::Client, sim: &Simulator, shard: &str) -> Instance
         verify_first_interval: Duration::from_millis(200),
         verify_max_interval: Duration::from_secs(1),
         max_error_backoff: Duration::from_secs(2),
+        default_adoption_policy: None,
     };
     let operator = Operator::new(
         kube.clone(),

@@ -10,7 +10,8 @@ use kube::runtime::reflector::ObjectRef;
 use super::common::{delete_per_policy, spec_changed};
 use super::context::{Context, object_key};
 use super::error::Result;
-use super::find::find_managed;
+use super::find::{Query, find_managed, gone_is_none};
+use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError, SecretWrite};
 use super::status::Outcome;
@@ -89,10 +90,18 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         ctx,
         obj,
         old,
-        &desired.name,
-        desired.sub_account_ref.is_some(),
+        Query {
+            key: &desired.name,
+            // A key inside a sub account that a SubAccount of this namespace manages (the
+            // interface creates such keys only with their sub account).
+            by_name_is_own: desired.sub_account_ref.is_some(),
+        },
         || ctx.cache.fresh_api_keys(),
-        |items| apikey::lookup(&desired, old.id, scope, items),
+        |items, external_id| apikey::lookup(&desired, external_id, old.id, scope, items),
+        |id| async move {
+            gone_is_none(ctx.api.get_api_key(id).await)
+                .map(|d| d.map(|d| apikey::list_item_from_detail(&d)))
+        },
     )
     .await?;
     let observe_only = !obj.spec.management_policy.may_write();
@@ -147,6 +156,9 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
     let mut status_source: Option<ApiKeyDetail> = detail;
     match &plan.action {
         Plan::Create(req) => {
+            identity::mark_pending(ctx, obj)
+                .await
+                .map_err(|e| Failure::kube("IdentityWriteFailed", e, old))?;
             let client = &ctx.api;
             let name = desired.name.clone();
             let created = create_or_recover(client.create_api_key(req), || async {
@@ -274,8 +286,8 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
             Err(SecretError::Kube(e)) => {
                 return Err(Failure::kube("SecretWriteFailed", e, &status));
             }
-            Err(e @ SecretError::OwnedByOther { .. }) => {
-                return Err(Failure::stalled("SecretConflict", e.to_string(), &status));
+            Err(e) => {
+                return Err(Failure::blocked("SecretConflict", e.to_string(), &status));
             }
         }
     }

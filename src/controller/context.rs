@@ -33,6 +33,10 @@ pub struct Settings {
     pub verify_max_interval: Duration,
     /// Longest wait before retrying an object after a retryable error.
     pub max_error_backoff: Duration,
+    /// Adoption policy of resources without the `mailtarget.co/adoption-policy` annotation
+    /// (`None`: existing objects and Secrets are never taken over without it). Setting it lets
+    /// any resource take over any object of the account: unsafe in a shared cluster.
+    pub default_adoption_policy: Option<crate::crd::AdoptionPolicy>,
 }
 
 impl Default for Settings {
@@ -43,6 +47,7 @@ impl Default for Settings {
             verify_first_interval: Duration::from_secs(5),
             verify_max_interval: Duration::from_secs(600),
             max_error_backoff: Duration::from_secs(300),
+            default_adoption_policy: None,
         }
     }
 }

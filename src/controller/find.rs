@@ -5,76 +5,168 @@
 use std::future::Future;
 use std::time::Instant;
 
+use kube::ResourceExt;
+
 use super::cache::CachedList;
 use super::claims::Claimant;
 use super::context::Context;
+use super::identity;
 use super::managed::{Failure, ManagedStatus};
 use crate::api::ApiError;
-use crate::reconcile::{Found, Lookup};
+use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
+use crate::reconcile::{Found, Lookup, MatchedBy, validate};
 
-/// True when `lookup` would stop the resource (`Stalled`): several matches, an unknown
-/// external id, or, when `missing_stalls` (an object that cannot be created, such as a key
-/// inside a sub account), no match. Such a verdict on a list fetched before the reconcile
-/// began is confirmed against a newer one ([`CachedList::doubt`]): the cached one may predate
-/// the object (created moments ago), and a stalled resource is not looked at again until its
-/// spec changes or the operator restarts.
-pub fn lookup_stalls<T>(lookup: &Lookup<'_, T>, missing_stalls: bool) -> bool {
-    match lookup {
-        Lookup::Found(..) => false,
-        Lookup::Missing => missing_stalls,
-        Lookup::Ambiguous(_) | Lookup::ExternalIdNotFound(_) => true,
+/// True when `lookup` on a list fetched before the reconcile began must be confirmed against a
+/// newer one ([`CachedList::doubt`]) before acting on it: no match (a create follows, and the
+/// object may have been created moments ago, after the cached list was read), several matches,
+/// or an unknown external id (verdicts that stop the resource).
+pub fn needs_newer_list<T>(lookup: &Lookup<'_, T>) -> bool {
+    !matches!(lookup, Lookup::Found(..))
+}
+
+/// The object a read returned, `None` when the service says it does not exist.
+///
+/// Errors: any other failure of the read.
+pub fn gone_is_none<T>(read: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
+/// What a lookup in a list concluded.
+enum Verdict<T> {
+    Match(T, Found),
+    Missing,
+    Blocked(&'static str, String),
+}
+
+impl<T: Clone> Verdict<T> {
+    fn of(lookup: Lookup<'_, T>, noun: &str, key: &str) -> Self {
+        match lookup {
+            Lookup::Found(item, how) => Verdict::Match(item.clone(), how),
+            Lookup::Missing => Verdict::Missing,
+            other => {
+                let (reason, message) = other.blocked(noun, key).unwrap_or_default();
+                Verdict::Blocked(reason, message)
+            }
+        }
+    }
+}
+
+/// What [`find_managed`] looks for.
+#[derive(Clone, Copy, Debug)]
+pub struct Query<'a> {
+    /// The natural key looked for, for messages.
+    pub key: &'a str,
+    /// An object found by natural key is this resource's by construction (a key inside a sub
+    /// account the resource's namespace manages), not an adoption.
+    pub by_name_is_own: bool,
+}
+
 /// The API object `obj` manages: `lookup` run on the list `fresh` returns (a cached list no
-/// older than its maximum age), with a stalling verdict on a list fetched before this call
-/// confirmed against a newer one (see [`lookup_stalls`]; `missing_stalls` as there). `key` is the natural key looked for,
-/// for messages.
+/// older than its maximum age), with any verdict other than a match confirmed against a list
+/// read after this call began ([`needs_newer_list`]), and the id the resource records
+/// (`status.id`), when absent from the list, confirmed with one read of that object
+/// (`confirm`: `None` when the service says it does not exist), so that an object missing from
+/// a list page (offset paging while something is deleted) is never created again.
 ///
 /// Returns the matching list item and how it matched, or `None` when nothing matches (the
 /// object may be created).
 ///
 /// Errors (as a [`Failure`] keeping `old`): the list call's error; `Stalled` with
-/// `AmbiguousMatch` (several objects carry the natural key) or `ExternalObjectNotFound` (the
-/// external-id annotation names no object); `Stalled` with `ConflictingOwner` when another
-/// resource of the kind already manages the object found.
-pub async fn find_managed<'c, K, S, T, Fut>(
+/// `AmbiguousMatch` (several objects carry the natural key), `ExternalObjectNotFound` (the
+/// external-id annotation names no object), `AlreadyExists` (an existing object this resource
+/// may not adopt, see [`identity::refuse_adoption`]) or `ConflictingOwner` (another resource of
+/// the kind already manages the object found); `ExternalObjectMissing` when the adoption policy
+/// is `Adopt` and there is nothing to adopt.
+pub async fn find_managed<'c, K, S, T, Fut, CFut>(
     ctx: &Context,
     obj: &K,
     old: &S,
-    key: &str,
-    missing_stalls: bool,
+    query: Query<'_>,
     fresh: impl Fn() -> Fut,
-    lookup: impl for<'a> Fn(&'a [T]) -> Lookup<'a, T>,
+    lookup: impl for<'a> Fn(&'a [T], Option<i64>) -> Lookup<'a, T>,
+    confirm: impl FnOnce(i64) -> CFut,
 ) -> Result<Option<(T, Found)>, Box<Failure<S>>>
 where
     K: Claimant,
     S: ManagedStatus,
     T: Clone + 'c,
     Fut: Future<Output = Result<&'c CachedList<T>, ApiError>>,
+    CFut: Future<Output = Result<Option<T>, ApiError>>,
 {
     let doing = format!("listing {}s", K::NOUN);
+    let external_id = validate::external_id(Some(obj.annotations()))
+        .ok()
+        .flatten();
     let began = Instant::now();
     let list = fresh().await.map_err(|e| Failure::api(e, &doing, old))?;
-    let list = if list.doubt(began, |items| lookup_stalls(&lookup(items), missing_stalls)) {
+    let list = if list.doubt(began, |items| needs_newer_list(&lookup(items, external_id))) {
         fresh().await.map_err(|e| Failure::api(e, &doing, old))?
     } else {
         list
     };
-    let found = list.read(|items| {
-        let found = lookup(items);
-        if let Some((reason, message)) = found.blocked(K::NOUN, key) {
-            return Err(Failure::stalled(reason, message, old));
+    let owned = old.id();
+    let verdict = |external_id| {
+        list.read(|items| Verdict::of(lookup(items, external_id), K::NOUN, query.key))
+    };
+    let first = verdict(external_id);
+    // The object the resource records is absent from the list (or another one matched in its
+    // place): read it before anything else. Not when the external-id annotation names another
+    // object: the user chose that one.
+    let verdict = match (owned, &first) {
+        (Some(id), Verdict::Match(_, how)) if how.id == id => first,
+        (Some(id), _) if external_id.is_none_or(|e| e == id) => {
+            match confirm(id)
+                .await
+                .map_err(|e| Failure::api(e, &format!("reading {} {id}", K::NOUN), old))?
+            {
+                Some(item) => Verdict::Match(
+                    item,
+                    Found {
+                        id,
+                        matched_by: MatchedBy::StatusId,
+                    },
+                ),
+                // Gone at the service: found again by natural key, or created again.
+                None => verdict(None),
+            }
         }
-        Ok(match found {
-            Lookup::Found(item, how) => Some((item.clone(), how)),
-            _ => None,
-        })
-    })?;
-    if let Some((_, how)) = &found
-        && let Some(owner) = ctx.claims.owner(obj, Some(how.id)).await
-    {
-        return Err(Failure::conflict(obj, owner.as_ref(), old));
+        _ => first,
+    };
+    let found = match verdict {
+        Verdict::Match(item, how) => Some((item, how)),
+        Verdict::Missing => None,
+        Verdict::Blocked(reason, message) => return Err(Failure::stalled(reason, message, old)),
+    };
+    if !obj.writes() {
+        return Ok(found);
+    }
+    match &found {
+        Some((_, how)) => {
+            if let Some(owner) = ctx.claims.owner(obj, Some(how.id)).await {
+                return Err(Failure::conflict(obj, owner.as_ref(), old));
+            }
+            if let Some(message) =
+                identity::refuse_adoption(ctx, obj, owned, *how, query.by_name_is_own, K::NOUN)
+            {
+                return Err(Failure::blocked("AlreadyExists", message, old));
+            }
+        }
+        None if identity::adoption_policy(ctx, obj) == Some(AdoptionPolicy::Adopt) => {
+            return Err(Failure::blocked(
+                "ExternalObjectMissing",
+                format!(
+                    "{ANNOTATION_ADOPTION_POLICY} is Adopt and no {} \"{}\" exists to adopt; create it at the service or use AdoptOrCreate",
+                    K::NOUN,
+                    query.key
+                ),
+                old,
+            ));
+        }
+        None => {}
     }
     Ok(found)
 }

@@ -18,6 +18,7 @@ use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
 use super::common::{api_failure, is_paused, measured, warn_event};
 use super::context::{Context, object_key, object_uid};
 use super::error::{Error, Result};
+use super::identity;
 use super::status::{Outcome, patch_status, set_conditions};
 use super::status_writes::{StatusWrite, status_digest};
 use crate::api::ApiError;
@@ -33,6 +34,8 @@ pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
     fn set_observed_generation(&mut self, generation: Option<i64>);
     /// Forgets `status.id` (the resource does not own the API object).
     fn clear_id(&mut self);
+    /// `status.id`: the API object the resource manages.
+    fn id(&self) -> Option<i64>;
 }
 
 macro_rules! managed_status {
@@ -49,6 +52,9 @@ macro_rules! managed_status {
             }
             fn clear_id(&mut self) {
                 self.id = None;
+            }
+            fn id(&self) -> Option<i64> {
+                self.id
             }
         }
     )*};
@@ -149,6 +155,18 @@ impl<S: Clone> Failure<S> {
             crate::reconcile::validate::describe(problems),
             status,
         )
+    }
+
+    /// Progress needs the user or a change outside the resource (an object or Secret removed,
+    /// a policy annotation added): `Stalled=True` with `message` saying what to do, checked again
+    /// at each resync and at any change of the resource (annotations included).
+    pub fn blocked(reason: &'static str, message: String, status: &S) -> Box<Self> {
+        Box::new(Failure {
+            outcome: Outcome::Stalled { reason, message },
+            status: status.clone(),
+            error: None,
+            recheck_at_resync: true,
+        })
     }
 
     /// Progress needs the user: `Stalled=True` with `message` saying what to fix.
@@ -317,6 +335,16 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     if serde_json::to_value(&status).ok() != serde_json::to_value(&old).ok() {
         let written = patch_status(api, &name, &status).await?;
         ctx.status_writes.record(&key, Some(status_write(&written)));
+    }
+    // The identity of the managed object lives in metadata (see `identity`): recorded once,
+    // and after each create, where the same patch clears the pending marker. Written after the
+    // status holds the id, so that at any crash point the object is known as this resource's
+    // own by `status.id` or by the pending marker, never by an external id alone (which would
+    // read as an adoption).
+    if let Some(id) = status.id()
+        && obj.writes()
+    {
+        identity::record(ctx, obj, id).await?;
     }
     let waits_for_change = matches!(&outcome, Outcome::Stalled { .. }) && !recheck_at_resync;
     if waits_for_change {

@@ -9,6 +9,7 @@ pub mod context;
 pub mod detail;
 pub mod error;
 pub mod find;
+pub mod identity;
 pub mod leader;
 pub mod managed;
 pub mod metrics;
@@ -102,6 +103,12 @@ pub struct RunArgs {
     /// This replica's identity in the Lease and in Events (default: the pod name or host name).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Adoption policy of resources without the `mailtarget.co/adoption-policy` annotation:
+    /// `adopt` or `adopt-or-create` take over existing objects of the account (and
+    /// pre-existing Secrets) as releases before 2026-11 did. Unsafe in a shared cluster: any
+    /// namespace's resource can then take over any object. Default: none.
+    #[arg(long, env = "MAILTARGET_DEFAULT_ADOPTION_POLICY", value_enum)]
+    pub default_adoption_policy: Option<crate::crd::AdoptionPolicy>,
     /// Reconciles run at once per kind.
     #[arg(long, env = "MAILTARGET_RECONCILE_CONCURRENCY", default_value_t = 16)]
     pub reconcile_concurrency: u16,
@@ -372,6 +379,7 @@ pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
         detail_resync_interval: args.detail_resync_interval,
         verify_first_interval: args.verify_first_interval.max(Duration::from_millis(100)),
         verify_max_interval: args.verify_max_interval.max(Duration::from_secs(1)),
+        default_adoption_policy: args.default_adoption_policy,
         ..Settings::default()
     };
     let operator = Operator::new(kube.clone(), api, metrics, settings, identity.clone())

@@ -117,6 +117,17 @@ pub enum SecretError {
         /// `Kind/name` of its controller.
         owner: String,
     },
+    /// A Secret of that name exists and the operator did not write it for this resource: it is
+    /// not taken over (its data would be merged with the value and, owned by the resource,
+    /// garbage-collected with it) unless the resource's adoption policy says so.
+    #[error(
+        "Secret \"{name}\" already exists and was not written by the operator for this resource; choose another secret name, remove the Secret, or set the annotation {annotation}: Adopt to take it over",
+        annotation = crate::crd::ANNOTATION_ADOPTION_POLICY
+    )]
+    NotOurs {
+        /// Secret name.
+        name: String,
+    },
 }
 
 /// True when `secret` is controlled by nobody but the owner with `uid`, is owned by it, and
@@ -162,7 +173,8 @@ pub async fn ensure<K: Resource<DynamicType = ()>>(
 /// [`ensure`] for a caller that has just read the Secret (`current`, `None` when it does not
 /// exist, e.g. from [`check`]): no further read before the write.
 ///
-/// Errors: Kubernetes API errors; a Secret controlled by another object.
+/// Errors: Kubernetes API errors; a Secret controlled by another object, or one the operator
+/// did not write for `owner` (taken over only under an adoption policy).
 pub async fn ensure_over<K: Resource<DynamicType = ()>>(
     ctx: &Context,
     owner: &K,
@@ -192,6 +204,13 @@ pub async fn ensure_over<K: Resource<DynamicType = ()>>(
         }
         if holds(existing, &owner_ref.uid, key, value) {
             return Ok(SecretWrite::Unchanged);
+        }
+        let ours = existing
+            .owner_references()
+            .iter()
+            .any(|r| r.uid == owner_ref.uid);
+        if !ours && super::identity::adoption_policy(ctx, owner).is_none() {
+            return Err(SecretError::NotOurs { name: name.into() });
         }
     }
     let mut data = BTreeMap::new();

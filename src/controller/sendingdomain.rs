@@ -10,7 +10,8 @@ use kube::runtime::events::EventType;
 use super::common::{delete_per_policy, spec_changed};
 use super::context::Context;
 use super::error::Result;
-use super::find::find_managed;
+use super::find::{Query, find_managed, gone_is_none};
+use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, Integrity, SecretError};
 use super::status::Outcome;
@@ -86,10 +87,16 @@ async fn converge(
         ctx,
         obj,
         old,
-        &desired.domain,
-        false,
+        Query {
+            key: &desired.domain,
+            by_name_is_own: false,
+        },
         || ctx.cache.fresh_sending_domains(),
-        |items| sendingdomain::lookup(&desired, old.id, items),
+        |items, external_id| sendingdomain::lookup(&desired, external_id, old.id, items),
+        |id| async move {
+            gone_is_none(ctx.api.get_sending_domain(id).await)
+                .map(|d| d.map(|d| sendingdomain::list_item_from_detail(&d)))
+        },
     )
     .await?;
     let observed = lookup
@@ -105,6 +112,9 @@ async fn converge(
             return Ok(Converged { outcome: Outcome::Progressing { reason: "ExternalObjectMissing", message: "managementPolicy is ObserveOnly and no sending domain matches; nothing is created".into() }, status: old.clone(), requeue: None });
         }
         (Plan::Create(req), true) => {
+            identity::mark_pending(ctx, obj)
+                .await
+                .map_err(|e| Failure::kube("IdentityWriteFailed", e, old))?;
             let client = &ctx.api;
             let domain = desired.domain.clone();
             let created = create_or_recover(client.create_sending_domain(req), || async {
@@ -320,8 +330,8 @@ async fn converge(
                 Err(SecretError::Kube(e)) => {
                     return Err(Failure::kube("SecretWriteFailed", e, &status));
                 }
-                Err(e @ SecretError::OwnedByOther { .. }) => {
-                    return Err(Failure::stalled("SecretConflict", e.to_string(), &status));
+                Err(e) => {
+                    return Err(Failure::blocked("SecretConflict", e.to_string(), &status));
                 }
             }
         }

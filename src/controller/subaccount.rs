@@ -7,7 +7,8 @@ use kube::runtime::events::EventType;
 use super::common::spec_changed;
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
-use super::find::find_managed;
+use super::find::{Query, find_managed, gone_is_none};
+use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, SecretError};
 use super::status::Outcome;
@@ -50,10 +51,16 @@ async fn converge(
         ctx,
         obj,
         old,
-        &desired.name,
-        false,
+        Query {
+            key: &desired.name,
+            by_name_is_own: false,
+        },
         || ctx.cache.fresh_sub_accounts(),
-        |items| subaccount::lookup(&desired, old.id, items),
+        |items, external_id| subaccount::lookup(&desired, external_id, old.id, items),
+        |id| async move {
+            gone_is_none(ctx.api.get_sub_account(id).await)
+                .map(|d| d.map(|d| subaccount::list_item_from_detail(&d)))
+        },
     )
     .await?;
     let needs_detail = subaccount::needs_detail(&desired);
@@ -126,6 +133,9 @@ async fn converge(
 
     match &plan.action {
         Plan::Create(req) => {
+            identity::mark_pending(ctx, obj)
+                .await
+                .map_err(|e| Failure::kube("IdentityWriteFailed", e, old))?;
             let client = &ctx.api;
             let name = desired.name.clone();
             let created = create_or_recover(client.create_sub_account(req), || async {
@@ -242,8 +252,8 @@ async fn converge(
                 Err(SecretError::Kube(e)) => {
                     return Err(Failure::kube("SecretWriteFailed", e, &status));
                 }
-                Err(e @ SecretError::OwnedByOther { .. }) => {
-                    return Err(Failure::stalled("SecretConflict", e.to_string(), &status));
+                Err(e) => {
+                    return Err(Failure::blocked("SecretConflict", e.to_string(), &status));
                 }
             },
             None => {

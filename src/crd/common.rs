@@ -16,6 +16,54 @@ pub const FINALIZER: &str = "mailtarget.co/finalizer";
 /// e.g. `mailtarget.co/external-id: "42"`.
 pub const ANNOTATION_EXTERNAL_ID: &str = "mailtarget.co/external-id";
 
+/// Annotation saying whether an API object that already exists may be taken over:
+/// `Adopt` or `AdoptOrCreate` ([`AdoptionPolicy`]). Without it, an existing object with the
+/// resource's natural key, or named by an `external-id` the operator did not write, is left
+/// alone (`Stalled`, reason `AlreadyExists`), and so is a Secret the operator did not write.
+pub const ANNOTATION_ADOPTION_POLICY: &str = "mailtarget.co/adoption-policy";
+
+/// Annotation the controller writes (an RFC 3339 time) before each create call and removes when
+/// it records the new object's id in [`ANNOTATION_EXTERNAL_ID`]: after a crash in between, the
+/// object found by natural key is the one this operator created, and it is adopted without a
+/// policy instead of being created twice.
+pub const ANNOTATION_CREATE_PENDING: &str = "mailtarget.co/create-pending";
+
+/// Whether an existing API object may be taken over (annotation
+/// [`ANNOTATION_ADOPTION_POLICY`], or the operator's `--default-adoption-policy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdoptionPolicy {
+    /// Take over the existing object (and a pre-existing Secret); never create one.
+    Adopt,
+    /// Take over the existing object when there is one, else create it.
+    AdoptOrCreate,
+}
+
+impl AdoptionPolicy {
+    /// The policy `annotations` set (`None` when absent).
+    ///
+    /// Errors: a message for people when the value is neither `Adopt` nor `AdoptOrCreate`.
+    pub fn from_annotations(
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Option<Self>, String> {
+        match annotations
+            .get(ANNOTATION_ADOPTION_POLICY)
+            .map(|v| v.trim())
+        {
+            None => Ok(None),
+            Some("Adopt") => Ok(Some(AdoptionPolicy::Adopt)),
+            Some("AdoptOrCreate") => Ok(Some(AdoptionPolicy::AdoptOrCreate)),
+            Some(other) => Err(format!(
+                "\"{other}\" is not an adoption policy: use Adopt or AdoptOrCreate"
+            )),
+        }
+    }
+
+    /// True when the policy allows creating the object when none exists.
+    pub fn may_create(self) -> bool {
+        self == AdoptionPolicy::AdoptOrCreate
+    }
+}
+
 /// Annotation that pauses reconciliation when set to `"true"`.
 pub const ANNOTATION_PAUSED: &str = "mailtarget.co/paused";
 

@@ -17,8 +17,9 @@ pub mod subaccount;
 
 pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
 pub use common::{
-    ANNOTATION_EXTERNAL_ID, ANNOTATION_PAUSED, DeletionPolicy, FINALIZER, GROUP,
-    LocalObjectReference, ManagementPolicy, SubAccountDeletionPolicy, VERSION, is_paused,
+    ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID,
+    ANNOTATION_PAUSED, AdoptionPolicy, DeletionPolicy, FINALIZER, GROUP, LocalObjectReference,
+    ManagementPolicy, SubAccountDeletionPolicy, VERSION, is_paused,
 };
 pub use conditions::{Condition, ConditionStatus};
 pub use sendingdomain::{DnsRecord, SendingDomain, SendingDomainSpec, SendingDomainStatus};

@@ -236,7 +236,7 @@ async fn plan_sub_account(
             return Ok((e, Step::Invalid, None));
         }
     };
-    let lookup = subaccount::lookup(&d, None, &inventory.sub_accounts);
+    let lookup = subaccount::lookup(&d, d.external_id, None, &inventory.sub_accounts);
     if let Some(err) = lookup.blocked("sub account", &d.name).map(|(_, m)| m) {
         e.error = Some(err);
         return Ok((e, Step::Invalid, None));
@@ -268,7 +268,7 @@ fn plan_domain(r: &crate::crd::SendingDomain, inventory: &Inventory, e: &mut Ent
             return Step::Invalid;
         }
     };
-    let lookup = sendingdomain::lookup(&d, None, &inventory.sending_domains);
+    let lookup = sendingdomain::lookup(&d, d.external_id, None, &inventory.sending_domains);
     if let Some(err) = lookup.blocked("sending domain", &d.domain).map(|(_, m)| m) {
         e.error = Some(err);
         return Step::Invalid;
@@ -340,7 +340,7 @@ async fn plan_key(
         KeyScope::SubAccount(id) => Some(id),
         _ => None,
     };
-    let lookup = apikey::lookup(&d, None, sub_id, &inventory.api_keys);
+    let lookup = apikey::lookup(&d, d.external_id, None, sub_id, &inventory.api_keys);
     if let Some(err) = lookup.blocked("API key", &d.name).map(|(_, m)| m) {
         e.error = Some(err);
         return Ok(Step::Invalid);

@@ -154,6 +154,7 @@ pub fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
 /// the referenced sub account's keys (`sub_account_id` Some), or company keys (subAccountId 0).
 pub fn lookup<'a>(
     d: &Desired,
+    external_id: Option<i64>,
     status_id: Option<i64>,
     sub_account_id: Option<i64>,
     items: &'a [ApiKeyListItem],
@@ -162,7 +163,7 @@ pub fn lookup<'a>(
     lookup::find(
         items,
         |i| i.id,
-        d.external_id,
+        external_id,
         status_id,
         |i| natural_key::same_key_name(&i.name, &d.name) && i.sub_account_id == scope,
     )

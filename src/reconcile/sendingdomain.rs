@@ -94,13 +94,14 @@ pub fn desired(r: &SendingDomain) -> Result<Desired, Vec<Problem>> {
 /// (compared without case).
 pub fn lookup<'a>(
     d: &Desired,
+    external_id: Option<i64>,
     status_id: Option<i64>,
     items: &'a [SendingDomainListItem],
 ) -> Lookup<'a, SendingDomainListItem> {
     lookup::find(
         items,
         |i| i.id,
-        d.external_id,
+        external_id,
         status_id,
         |i| natural_key::same_ignoring_case(&i.domain, &d.domain),
     )

@@ -104,13 +104,14 @@ pub fn desired(r: &SubAccount) -> Result<Desired, Vec<Problem>> {
 /// Finds the sub account among `items` (external id, status id, then name).
 pub fn lookup<'a>(
     d: &Desired,
+    external_id: Option<i64>,
     status_id: Option<i64>,
     items: &'a [SubAccountListItem],
 ) -> Lookup<'a, SubAccountListItem> {
     lookup::find(
         items,
         |i| i.id,
-        d.external_id,
+        external_id,
         status_id,
         |i| natural_key::same_ignoring_case(&i.name, &d.name),
     )

@@ -3,7 +3,10 @@
 
 use std::net::IpAddr;
 
-use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
+use crate::crd::{
+    ANNOTATION_ADOPTION_POLICY, ANNOTATION_EXTERNAL_ID, AdoptionPolicy, ApiKey, SendingDomain,
+    SubAccount,
+};
 use crate::manifest::Resource;
 
 use super::natural_key;
@@ -97,12 +100,28 @@ pub fn external_id(
     }
 }
 
+/// Problems of the annotations every kind reads: `external-id` and `adoption-policy`.
+fn annotations(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    out: &mut Vec<Problem>,
+) {
+    if let Err(p) = external_id(annotations) {
+        out.push(p);
+    }
+    if let Some(a) = annotations
+        && let Err(message) = AdoptionPolicy::from_annotations(a)
+    {
+        out.push(Problem::new(
+            format!("metadata.annotations[{ANNOTATION_ADOPTION_POLICY}]"),
+            message,
+        ));
+    }
+}
+
 /// Problems of a SubAccount spec.
 pub fn sub_account(r: &SubAccount) -> Vec<Problem> {
     let mut out = Vec::new();
-    if let Err(p) = external_id(r.metadata.annotations.as_ref()) {
-        out.push(p);
-    }
+    annotations(r.metadata.annotations.as_ref(), &mut out);
     if r.service_name().trim().is_empty() {
         out.push(Problem::new("spec.name", "the sub account name is empty"));
     }
@@ -117,9 +136,7 @@ pub fn sub_account(r: &SubAccount) -> Vec<Problem> {
 /// Problems of an ApiKey spec.
 pub fn api_key(r: &ApiKey) -> Vec<Problem> {
     let mut out = Vec::new();
-    if let Err(p) = external_id(r.metadata.annotations.as_ref()) {
-        out.push(p);
-    }
+    annotations(r.metadata.annotations.as_ref(), &mut out);
     if r.service_name().trim().is_empty() {
         out.push(Problem::new("spec.name", "the key name is empty"));
     }
@@ -132,9 +149,7 @@ pub fn api_key(r: &ApiKey) -> Vec<Problem> {
 /// Problems of a SendingDomain spec.
 pub fn sending_domain(r: &SendingDomain) -> Vec<Problem> {
     let mut out = Vec::new();
-    if let Err(p) = external_id(r.metadata.annotations.as_ref()) {
-        out.push(p);
-    }
+    annotations(r.metadata.annotations.as_ref(), &mut out);
     if let Err(message) = check_domain(&r.spec.domain) {
         out.push(Problem::new("spec.domain", message));
     }

@@ -205,6 +205,7 @@ async fn operator_requests() -> Vec<Sent> {
         verify_first_interval: Duration::from_millis(200),
         verify_max_interval: Duration::from_secs(1),
         max_error_backoff: Duration::from_secs(2),
+        default_adoption_policy: None,
     };
     let operator = Operator::new(
         operator_kube.clone(),

@@ -103,6 +103,7 @@ impl Env {
             verify_first_interval: Duration::from_millis(200),
             verify_max_interval: Duration::from_secs(1),
             max_error_backoff: Duration::from_secs(2),
+            default_adoption_policy: None,
         };
         let mut env = Env {
             server,

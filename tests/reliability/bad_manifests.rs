@@ -171,7 +171,12 @@ async fn bad_manifests_are_refused_or_reported_without_writes() {
     let domain = |name: &str, spec: Value| object("SendingDomain", name, spec);
 
     // The owner of "shared" first, then an ObserveOnly SubAccount for "existing" (no writes).
-    let owner = key("dup-a", json!({"name": "shared", "secretName": "dup-a"}));
+    let owner = annotated(
+        "ApiKey",
+        "dup-a",
+        json!({"mailtarget.co/adoption-policy": "Adopt"}),
+        json!({"name": "shared", "secretName": "dup-a"}),
+    );
     apply(&keys, &owner).await.unwrap();
     wait_for(&keys, "dup-a", "Ready", |k: &ApiKey| {
         ready(k.conditions()).is_some_and(|c| c.reason == "Available")

@@ -51,6 +51,7 @@ pub fn settings(resync: Duration) -> Settings {
         verify_first_interval: Duration::from_millis(200),
         verify_max_interval: Duration::from_secs(1),
         max_error_backoff: Duration::from_secs(1),
+        default_adoption_policy: None,
     }
 }
 

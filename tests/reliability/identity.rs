@@ -130,12 +130,15 @@ async fn existing_objects_need_an_adoption_policy() {
     .await
     .unwrap();
     let k = wait_for(&keys, "ci", "Ready after the adoption policy", ready).await;
-    assert_eq!(k.status.as_ref().unwrap().id, Some(ci));
-    assert_eq!(
-        k.annotations().get("mailtarget.co/external-id"),
-        Some(&ci.to_string()),
-        "the identity is recorded in metadata"
-    );
+    assert_eq!(k.status.unwrap().id, Some(ci));
+    let id = ci.to_string();
+    wait_for(
+        &keys,
+        "ci",
+        "recording its identity in metadata",
+        move |k: &ApiKey| k.annotations().get("mailtarget.co/external-id") == Some(&id),
+    )
+    .await;
     assert!(secrets.get_opt("ci-key").await.unwrap().is_some());
     assert_eq!(posts(&rig), 0, "adopted, not created");
     rig.stop_operator().await;
@@ -304,5 +307,45 @@ async fn an_id_missing_from_a_list_is_confirmed_before_any_create() {
     .await;
     assert_eq!(posts(&rig), 0, "no second key: {:?}", rig.writes());
     assert_eq!(rig.sim.snapshot().api_keys.len(), 1);
+    rig.stop_operator().await;
+}
+
+/// Resources written by releases that recorded the id in `status.id` only: the first reconcile
+/// after the upgrade records it in metadata and keeps the object, with no write to the service
+/// and no stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_from_status_id_only_records_the_identity() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    let id = service_key(&operator_client(&rig.sim), "ci").await;
+    let keys: Api<ApiKey> = rig.api();
+    create(&keys, &key_yaml("ci", &[])).await;
+    keys.patch_status(
+        "ci",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"id": id, "name": "ci"}})),
+    )
+    .await
+    .unwrap();
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    let want = id.to_string();
+    let k = wait_for(
+        &keys,
+        "ci",
+        "Ready with its identity in metadata",
+        move |k: &ApiKey| {
+            ready(k) && k.annotations().get("mailtarget.co/external-id") == Some(&want)
+        },
+    )
+    .await;
+    assert_eq!(k.status.as_ref().unwrap().id, Some(id));
+    let stalled = k
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .any(|c| c.type_ == "Stalled" && format!("{:?}", c.status) == "True");
+    assert!(!stalled);
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     rig.stop_operator().await;
 }

@@ -1,0 +1,133 @@
+//! The identity of a resource's API object, kept in the resource's metadata (as Crossplane's
+//! `external-name`): `mailtarget.co/external-id` holds the id once the operator owns the
+//! object, and `mailtarget.co/create-pending` marks a create in flight. Status is a projection
+//! and never the only record of which object a resource owns.
+//!
+//! Ownership and adoption (design: "The managed-resource model"):
+//! - the object whose id the resource records (`status.id`, written together with
+//!   `external-id`) is its own;
+//! - an object found by natural key right after a create that may have happened (the pending
+//!   marker is set) is its own too: the create's answer was lost, or the process died;
+//! - any other existing object, found by natural key or named by an `external-id` the operator
+//!   did not write, is an adoption, allowed only by `mailtarget.co/adoption-policy` (or the
+//!   operator's `--default-adoption-policy`).
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::context::Context;
+use crate::crd::{
+    ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID, AdoptionPolicy,
+};
+use crate::reconcile::{Found, MatchedBy};
+
+/// The adoption policy in force for `obj`: its annotation, else the operator's default. An
+/// invalid annotation counts as none (validation reports it as `InvalidSpec` first).
+pub fn adoption_policy<K: ResourceExt>(ctx: &Context, obj: &K) -> Option<AdoptionPolicy> {
+    AdoptionPolicy::from_annotations(obj.annotations())
+        .ok()
+        .flatten()
+        .or(ctx.settings.default_adoption_policy)
+}
+
+/// True when a create of `obj` may have happened without its id being recorded.
+pub fn is_pending<K: ResourceExt>(obj: &K) -> bool {
+    obj.annotations().contains_key(ANNOTATION_CREATE_PENDING)
+}
+
+/// Why `found` may not be managed by `obj`, for people (`None`: it may). `owned` is the id
+/// `obj` records as its own; `by_name_is_own` says that an object found by natural key is
+/// this resource's by construction (a key inside a sub account this namespace manages).
+pub fn refuse_adoption<K: ResourceExt>(
+    ctx: &Context,
+    obj: &K,
+    owned: Option<i64>,
+    found: Found,
+    by_name_is_own: bool,
+    noun: &str,
+) -> Option<String> {
+    if owned == Some(found.id) || adoption_policy(ctx, obj).is_some() {
+        return None;
+    }
+    let by_name = found.matched_by == MatchedBy::NaturalKey;
+    if by_name && (by_name_is_own || is_pending(obj)) {
+        return None;
+    }
+    let how = if by_name {
+        "with the same name".to_string()
+    } else {
+        format!("named by the {ANNOTATION_EXTERNAL_ID} annotation")
+    };
+    Some(format!(
+        "{noun} {} {how} already exists and this resource did not create it; to manage it, set the annotation {ANNOTATION_ADOPTION_POLICY}: Adopt (or AdoptOrCreate)",
+        found.id
+    ))
+}
+
+fn api_of<K>(ctx: &Context, obj: &K) -> Api<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default())
+}
+
+fn patch_annotations<K>(annotations: serde_json::Value) -> Patch<serde_json::Value>
+where
+    K: Resource<DynamicType = ()>,
+{
+    Patch::Merge(json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": { "annotations": annotations },
+    }))
+}
+
+/// Marks a create of `obj`'s API object as in flight (before the POST), and forgets the
+/// external id of an object that is gone (a create replaces it): until the new id is recorded,
+/// the resource is known by the pending marker, then by `status.id`, never by a stale id.
+///
+/// Errors: the Kubernetes API's; the create must then not be sent.
+pub async fn mark_pending<K>(ctx: &Context, obj: &K) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let patch = patch_annotations::<K>(json!({
+        ANNOTATION_CREATE_PENDING: now,
+        ANNOTATION_EXTERNAL_ID: null,
+    }));
+    api_of(ctx, obj)
+        .patch(&obj.name_any(), &PatchParams::default(), &patch)
+        .await?;
+    Ok(())
+}
+
+/// Records `id` as `obj`'s API object in its metadata (and clears a pending create), unless it
+/// is recorded already: no request then. This is also the upgrade path of resources that
+/// recorded their id in `status.id` only.
+///
+/// Errors: the Kubernetes API's.
+pub async fn record<K>(ctx: &Context, obj: &K, id: i64) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let id = id.to_string();
+    if obj.annotations().get(ANNOTATION_EXTERNAL_ID) == Some(&id) && !is_pending(obj) {
+        return Ok(());
+    }
+    let patch = patch_annotations::<K>(json!({
+        ANNOTATION_EXTERNAL_ID: id,
+        ANNOTATION_CREATE_PENDING: null,
+    }));
+    api_of(ctx, obj)
+        .patch(&obj.name_any(), &PatchParams::default(), &patch)
+        .await?;
+    Ok(())
+}
