@@ -479,3 +479,17 @@ async fn names_compare_as_the_service_compares_them() {
     assert!(sim.snapshot().api_keys.is_empty(), "no key created");
     assert!(sim.request_log().is_empty(), "refused before any call");
 }
+
+/// `mailtarget.co/adoption-policy: Adopt` never creates in the cluster-less front end either:
+/// with nothing to adopt the run fails before any write.
+#[tokio::test]
+async fn adopt_policy_never_creates() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  annotations:\n    mailtarget.co/adoption-policy: Adopt\nspec:\n  domain: adopt.example.com\n";
+    let out = run_manifest("apply", dir.path(), "d.yaml", text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("adoption-policy is Adopt"), "{shown}");
+    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+}

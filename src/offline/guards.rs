@@ -1,11 +1,17 @@
 //! What stands between a computed plan and the writes of `apply`, as in the controller:
 //! a paused resource (`mailtarget.co/paused: "true"`) is left alone, an `ObserveOnly` resource
-//! reports what differs and never writes, and two resources claiming one API object (by
-//! external id, by name, or one of each) fail the run before any write (`ConflictingOwner`).
+//! reports what differs and never writes, a resource whose adoption policy is `Adopt` never
+//! creates, and two resources claiming one API object (by external id, by name, or one of each)
+//! fail the run before any write (`ConflictingOwner`).
+//!
+//! The caller of the CLI holds the account's key, so adoption is its own: an existing object
+//! with the resource's natural key is adopted (`AdoptOrCreate`) unless the resource says
+//! `Adopt`, and the plan says `adopted by name` or `adopted by external-id`.
 
 use std::collections::HashMap;
 
 use super::plan::{Entry, KeyScope, Step};
+use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::manifest::Resource;
 
 /// Plan action of a paused resource.
@@ -32,10 +38,22 @@ pub(crate) fn apply(entries: &mut [Entry], steps: &mut [Step], resources: &[Reso
         } else if !r.management_policy().may_write() {
             observe(e);
             *step = Step::Skip;
+        } else if e.action == "create" && adoption_policy(r) == Some(AdoptionPolicy::Adopt) {
+            e.error = Some(format!(
+                "{ANNOTATION_ADOPTION_POLICY} is Adopt and no API object matches to adopt; create it at the service or use AdoptOrCreate"
+            ));
+            *step = Step::Invalid;
         }
     }
     skip_keys_of_skipped_sub_accounts(entries, steps, resources);
     conflicts(entries, resources);
+}
+
+fn adoption_policy(r: &Resource) -> Option<AdoptionPolicy> {
+    r.meta()
+        .annotations
+        .as_ref()
+        .and_then(|a| AdoptionPolicy::from_annotations(a).ok().flatten())
 }
 
 /// An `ObserveOnly` entry: the differences become notes, nothing is written.
