@@ -6,13 +6,15 @@
 //! - [`simulator`]: an in-memory, interface-faithful stand-in for the service.
 //! - [`crd`]: the custom resource types (SubAccount, ApiKey, SendingDomain).
 //! - [`manifest`]: reading and validating manifest files.
-//! - [`reconcile`]: the engine that turns desired state plus observed state into actions.
+//! - [`engine`]: the managed-resource engine: one implementation per kind, one driver.
+//! - [`reconcile`]: per-kind validation, lookup and plans not yet moved into [`engine`].
 //! - [`offline`]: `plan`/`apply` of manifest files without a cluster.
 
 pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod engine;
 pub mod manifest;
 pub mod offline;
 pub mod reconcile;

@@ -493,3 +493,71 @@ async fn adopt_policy_never_creates() {
     assert!(shown.contains("adoption-policy is Adopt"), "{shown}");
     assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
+
+/// The plan lists every API call `apply` may make, with its condition and the attributes it
+/// sends (fields the interface takes at create only marked so); `apply -o json` reports what
+/// became of each call, and a second apply has nothing left to call.
+#[tokio::test]
+async fn plan_lists_every_step_and_apply_reports_each() {
+    let sim = simulator().await;
+    let file = examples().join("sendingdomains.yaml");
+    let out = run_binary(&["plan", "-f", file.to_str().unwrap()], Some(&sim)).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "    + POST /domain/sending\n",
+        "        spec.note = \"transactional mail\"   (set at create only",
+        "    + PUT /domain/sending/{id}/share (when the domain is not shared yet)\n",
+        "    + PUT /domain/sending/{id}/verify-txt (when its SPF, DKIM and tracking records are not all verified yet)\n",
+    ] {
+        assert!(text.contains(line), "plan shows {line:?}:\n{text}");
+    }
+
+    let out = run_binary(
+        &["apply", "-f", file.to_str().unwrap(), "-o", "json"],
+        Some(&sim),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let news = doc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "news-example-com")
+        .unwrap();
+    let steps: Vec<(String, String)> = news["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["action"].as_str().unwrap().to_string(),
+                s["result"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let writes: Vec<String> = sim
+        .request_log()
+        .iter()
+        .filter(|r| r.is_write() && r.path.starts_with("/domain/sending"))
+        .map(|r| r.endpoint())
+        .collect();
+    // Each step reported done is one call the service saw.
+    let done = |action: &str| steps.iter().any(|(a, r)| a == action && r == "done");
+    assert!(done("create") && done("share"), "{steps:?}");
+    assert_eq!(
+        writes.iter().filter(|w| w.ends_with("/share")).count(),
+        1,
+        "{writes:?}"
+    );
+
+    let out = run_binary(
+        &["apply", "-f", file.to_str().unwrap(), "-o", "json"],
+        Some(&sim),
+    )
+    .await;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in doc["resources"].as_array().unwrap() {
+        assert!(r.get("steps").is_none(), "nothing left to call: {r}");
+    }
+}

@@ -9,10 +9,11 @@ use serde::Serialize;
 use super::plan::{Entry, KeyScope, OfflinePlan, Step, Summary};
 use super::secrets;
 use crate::api::{
-    ApiError, ApiKeyDetail, Client, ListApiKeysQuery, ListSendingDomainsQuery,
-    ListSubAccountsQuery, SendingDomainDetail, SubAccountDetail,
+    ApiError, ApiKeyDetail, Client, ListApiKeysQuery, ListSubAccountsQuery, SubAccountDetail,
 };
-use crate::crd::DnsRecord;
+use crate::crd::{DnsRecord, SendingDomain};
+use crate::engine::driver;
+use crate::engine::{ManagedKind, StepReport};
 use crate::manifest::Resource;
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action, apikey, natural_key, sendingdomain, subaccount};
@@ -40,6 +41,9 @@ pub struct Outcome {
     /// Files written under `--secrets-dir` (paths only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secret_files: Vec<PathBuf>,
+    /// Each planned API call with what became of it (kinds on the engine: SendingDomain).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
 }
 
 /// The result of an apply.
@@ -77,6 +81,7 @@ fn outcome(entry: &Entry, result: &'static str) -> Outcome {
         dns_records: Vec::new(),
         verified: None,
         secret_files: Vec::new(),
+        steps: Vec::new(),
     }
 }
 
@@ -398,70 +403,39 @@ enum KeyError {
 }
 
 async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
-    let (
-        Step::SendingDomain {
-            desired, plan: p, ..
-        },
-        entry,
-    ) = (&plan.steps[i], &plan.entries[i])
-    else {
+    let (Step::SendingDomain(p), entry) = (&plan.steps[i], &plan.entries[i]) else {
         return outcome(&plan.entries[i], "skipped");
     };
-    let client = ctx.client;
-    let result: Result<SendingDomainDetail, ApiError> = async {
-        let mut detail = match &p.action {
-            Action::Create(req) => {
-                create_or_recover(client.create_sending_domain(req), || async {
-                    let q = ListSendingDomainsQuery {
-                        search: Some(desired.domain.clone()),
-                        ..Default::default()
-                    };
-                    let found = client.list_all_sending_domains(&q).await?;
-                    match found
-                        .iter()
-                        .find(|d| d.domain.eq_ignore_ascii_case(&desired.domain))
-                    {
-                        Some(d) => client.get_sending_domain(d.id).await.map(Some),
-                        None => Ok(None),
-                    }
-                })
-                .await?
-            }
-            // The only update is sharing, whose answer is the detail.
-            Action::Update { id, .. } => client.share_sending_domain(*id).await?,
-            // The detail carries the DNS records and flags the report prints.
-            Action::Unchanged { id } => client.get_sending_domain(*id).await?,
-        };
-        if desired.shared && detail.assignment != sendingdomain::SHARED_ASSIGNMENT {
-            detail = client.share_sending_domain(detail.id).await?;
+    // The detail carries the DNS records and flags the report prints.
+    let executed = driver::execute::<SendingDomain>(ctx.client, p, true).await;
+    let mut o = match &executed.error {
+        None => outcome(entry, past_tense(entry.action)),
+        Some(e) => failed(entry, e),
+    };
+    o.steps = executed.steps;
+    if let Some(detail) = &executed.detail {
+        o.entry.id = Some(detail.id);
+        o.dns_records = sendingdomain::dns_records(detail);
+        o.verified = Some(o.dns_records.iter().all(|r| r.verified));
+        for export in SendingDomain::exports(&p.desired, detail) {
+            write_secret(
+                ctx,
+                &mut o,
+                plan.resources[i].namespace(),
+                &export.secret_name,
+                export.key,
+                &export.value,
+            );
         }
-        if !(detail.spf_verified && detail.dkim_verified && detail.cname_verified) {
-            let checked = client.verify_txt(detail.id).await?;
-            if let Some(d) = checked.into_iter().find(|d| d.id == detail.id) {
-                detail = d;
-            }
-        }
-        Ok(detail)
     }
-    .await;
-    match result {
-        Ok(detail) => {
-            let mut o = outcome(entry, result_word(&p.action));
-            o.entry.id = Some(detail.id);
-            o.dns_records = sendingdomain::dns_records(&detail);
-            o.verified = Some(o.dns_records.iter().all(|r| r.verified));
-            if let Some(secret) = &desired.dkim_private_key_secret_name {
-                write_secret(
-                    ctx,
-                    &mut o,
-                    plan.resources[i].namespace(),
-                    secret,
-                    "dkimPrivateKey",
-                    &detail.dkim_private_key,
-                );
-            }
-            o
-        }
-        Err(e) => failed(entry, e),
+    o
+}
+
+/// The result word of an entry whose steps all ran: `created`, `updated` or `unchanged`.
+fn past_tense(action: &str) -> &'static str {
+    match action {
+        "create" => "created",
+        "update" => "updated",
+        _ => "unchanged",
     }
 }

@@ -30,6 +30,7 @@ pub(crate) fn apply(entries: &mut [Entry], steps: &mut [Step], resources: &[Reso
         if r.is_paused() {
             e.action = PAUSED;
             e.changes.clear();
+            e.steps.clear();
             e.notes = vec![format!(
                 "{} is \"true\": left alone",
                 crate::crd::ANNOTATION_PAUSED
@@ -73,6 +74,7 @@ fn observe(e: &mut Entry) {
     }
     notes.append(&mut e.notes);
     e.notes = notes;
+    e.steps.clear();
     e.action = OBSERVE;
 }
 

@@ -4,15 +4,14 @@ use futures::{StreamExt, TryStreamExt, stream};
 use serde::Serialize;
 
 use crate::api::{
-    ApiError, Client, CreateApiKey, CreateSendingDomain, CreateSubAccount, UpdateApiKey,
-    UpdateSubAccount,
+    ApiError, Client, CreateApiKey, CreateSubAccount, UpdateApiKey, UpdateSubAccount,
 };
+use crate::crd::SendingDomain;
+use crate::engine::Step as EngineStep;
+use crate::engine::driver::{self, ResourcePlan};
 use crate::manifest::{Loaded, Resource};
 use crate::reconcile::inventory::Inventory;
-use crate::reconcile::sendingdomain::Share;
-use crate::reconcile::{
-    FieldChange, Found, Lookup, MatchedBy, Plan, apikey, sendingdomain, subaccount, validate,
-};
+use crate::reconcile::{FieldChange, Found, Lookup, MatchedBy, Plan, apikey, subaccount, validate};
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]
@@ -40,6 +39,10 @@ pub struct Entry {
     /// Differences the interface cannot change, and other remarks.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Every API call `apply` may make for this resource, in order, with its condition (kinds
+    /// on the engine: SendingDomain).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<EngineStep>,
     /// Why nothing can be done for this resource (action `error`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -70,10 +73,7 @@ pub(crate) enum Step {
         plan: Option<Plan<CreateApiKey, UpdateApiKey>>,
         scope: KeyScope,
     },
-    SendingDomain {
-        desired: sendingdomain::Desired,
-        plan: Plan<CreateSendingDomain, Share>,
-    },
+    SendingDomain(ResourcePlan<SendingDomain>),
     Invalid,
     /// Paused or `ObserveOnly`: nothing to execute (see [`super::guards`]).
     Skip,
@@ -132,6 +132,7 @@ fn entry(loaded: &Loaded) -> Entry {
         matched_by: None,
         changes: Vec::new(),
         notes: Vec::new(),
+        steps: Vec::new(),
         error: None,
     }
 }
@@ -260,26 +261,29 @@ async fn plan_sub_account(
     Ok((e, Step::SubAccount { desired: d, plan }, Some(sub)))
 }
 
-fn plan_domain(r: &crate::crd::SendingDomain, inventory: &Inventory, e: &mut Entry) -> Step {
-    let d = match sendingdomain::desired(r) {
-        Ok(d) => d,
-        Err(problems) => {
-            e.error = Some(validate::describe(&problems));
-            return Step::Invalid;
+fn plan_domain(r: &SendingDomain, inventory: &Inventory, e: &mut Entry) -> Step {
+    match driver::plan::<SendingDomain>(r, inventory) {
+        Ok(plan) => {
+            let p = &plan.planned;
+            e.action = if p.found.is_none() {
+                "create"
+            } else if p.changes.is_empty() {
+                "unchanged"
+            } else {
+                "update"
+            };
+            e.id = p.found.map(|f| f.id);
+            e.matched_by = p.found.map(|f| f.matched_by);
+            e.changes = p.changes.clone();
+            e.notes = p.notes.clone();
+            e.steps = p.steps.clone();
+            Step::SendingDomain(plan)
         }
-    };
-    let lookup = sendingdomain::lookup(&d, d.external_id, None, &inventory.sending_domains);
-    if let Some(err) = lookup.blocked("sending domain", &d.domain).map(|(_, m)| m) {
-        e.error = Some(err);
-        return Step::Invalid;
+        Err(message) => {
+            e.error = Some(message);
+            Step::Invalid
+        }
     }
-    let observed = match lookup {
-        Lookup::Found(item, found) => Some((found, sendingdomain::Observed::from(item))),
-        _ => None,
-    };
-    let plan = sendingdomain::plan(&d, observed.as_ref().map(|(f, o)| (*f, o)));
-    fill(e, &plan);
-    Step::SendingDomain { desired: d, plan }
 }
 
 async fn plan_key(

@@ -35,15 +35,56 @@ fn matched(e: &Entry) -> String {
     }
 }
 
-fn details(out: &mut String, e: &Entry) {
+/// The changes, steps, notes and error of `e`; after an apply, `reports` holds each step's
+/// outcome (and replaces the planned steps).
+fn details(out: &mut String, e: &Entry, reports: Option<&[crate::engine::StepReport]>) {
     for c in &e.changes {
         let _ = writeln!(out, "    ~ {}: {} -> {}", c.field, c.from, c.to);
+    }
+    match reports {
+        Some(reports) if !reports.is_empty() => {
+            for r in reports {
+                steps(out, &r.step, Some(&r.outcome));
+            }
+        }
+        _ => {
+            for s in &e.steps {
+                steps(out, s, None);
+            }
+        }
     }
     for n in &e.notes {
         let _ = writeln!(out, "    ! {n}");
     }
     if let Some(err) = &e.error {
         let _ = writeln!(out, "    error: {err}");
+    }
+}
+
+/// One planned API call (`+ PUT /domain/sending/{id}/share (when the domain is not shared
+/// yet)`), the attributes it sends, and, after an apply, what became of it.
+fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engine::StepOutcome>) {
+    use crate::engine::StepOutcome;
+    let when = s.when.map(|w| format!(" (when {w})")).unwrap_or_default();
+    let result = match outcome {
+        None => String::new(),
+        Some(StepOutcome::Done) => ": done".into(),
+        Some(StepOutcome::Skipped) => ": skipped, the condition did not hold".into(),
+        Some(StepOutcome::NotReached) => ": not reached".into(),
+        Some(StepOutcome::Failed { error }) => format!(": failed: {error}"),
+    };
+    let _ = writeln!(out, "    + {}{when}{result}", s.endpoint);
+    for sent in &s.sends {
+        let create_only = if sent.create_only {
+            "   (set at create only: a later change is reported, not applied)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "        {} = {:?}{create_only}",
+            sent.field, sent.value
+        );
     }
 }
 
@@ -71,7 +112,7 @@ pub fn plan_text(plan: &OfflinePlan) -> String {
             matched(e),
             e.source
         );
-        details(&mut out, e);
+        details(&mut out, e, None);
     }
     let _ = writeln!(out, "{}", plan_summary_line(&plan.summary()));
     out
@@ -88,7 +129,7 @@ pub fn apply_text(report: &ApplyReport) -> String {
     let mut out = String::new();
     for o in &report.outcomes {
         let _ = writeln!(out, "{}: {}{}", head(&o.entry), o.result, matched(&o.entry));
-        details(&mut out, &o.entry);
+        details(&mut out, &o.entry, Some(&o.steps));
         if let Some(verified) = o.verified {
             let _ = writeln!(
                 out,

@@ -1,0 +1,3 @@
+//! One [`super::ManagedKind`] implementation per kind.
+
+pub mod sending_domain;

@@ -1,0 +1,112 @@
+//! Steps: every API call the driver may make for a resource, with the condition under which it
+//! runs, so that `plan` shows exactly what `apply` (or the controller) will do.
+
+use serde::Serialize;
+
+/// What a step does at the service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepAction {
+    /// Create the object (never retried blindly: an unsure answer is resolved by natural key).
+    Create,
+    /// Change fields of the object.
+    Update,
+    /// `PUT /domain/sending/{id}/share`.
+    Share,
+    /// `PUT /domain/sending/{id}/verify-txt`: ask the service to check the DNS records.
+    VerifyTxt,
+    /// Delete the object.
+    Delete,
+}
+
+/// One attribute a step sends, rendered for people (never a secret value).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sent {
+    /// Spec field path, e.g. `spec.note`.
+    pub field: &'static str,
+    /// The value sent.
+    pub value: String,
+    /// True when the interface accepts this field at create only: a later change of the spec
+    /// is reported, never applied.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub create_only: bool,
+}
+
+/// One API call of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// What it does.
+    pub action: StepAction,
+    /// The endpoint template, e.g. `POST /domain/sending`.
+    pub endpoint: &'static str,
+    /// When it runs, for people (`None`: always); evaluated again when the step is reached, on
+    /// what the service answered so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<&'static str>,
+    /// The attributes it sends.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sends: Vec<Sent>,
+}
+
+impl Step {
+    /// A step that always runs.
+    pub fn new(action: StepAction, endpoint: &'static str) -> Self {
+        Step {
+            action,
+            endpoint,
+            when: None,
+            sends: Vec::new(),
+        }
+    }
+
+    /// The same step, run only when `condition` holds.
+    pub fn when(mut self, condition: &'static str) -> Self {
+        self.when = Some(condition);
+        self
+    }
+
+    /// The same step, sending `value` for `field`.
+    pub fn sends(
+        mut self,
+        field: &'static str,
+        value: impl Into<String>,
+        create_only: bool,
+    ) -> Self {
+        self.sends.push(Sent {
+            field,
+            value: value.into(),
+            create_only,
+        });
+        self
+    }
+}
+
+/// What became of one step when it was reached.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "result")]
+pub enum StepOutcome {
+    /// The call was made and succeeded.
+    Done,
+    /// Its condition did not hold: no call.
+    Skipped,
+    /// The call failed (the message is scrubbed of secrets by the client).
+    Failed {
+        /// Why.
+        error: String,
+    },
+    /// An earlier step failed: not reached.
+    NotReached,
+}
+
+/// A step and its outcome, for `apply -o json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StepReport {
+    /// The planned step.
+    #[serde(flatten)]
+    pub step: Step,
+    /// What became of it.
+    #[serde(flatten)]
+    pub outcome: StepOutcome,
+}
