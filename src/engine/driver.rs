@@ -3,18 +3,18 @@
 //! service answered so far. A create is never repeated blindly: one without a definite answer
 //! is resolved by looking the object up by natural key (`reconcile::execute`).
 
-use super::{ManagedKind, Planned, StepAction, StepOutcome, StepReport};
+use super::{ManagedKind, Planned, PlannedStep, StepAction, StepOutcome, StepReport};
 use crate::api::{ApiError, Client};
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::inventory::Inventory;
-use crate::reconcile::{Lookup, validate};
+use crate::reconcile::{Found, Lookup, validate};
 
 /// A resource's validated spec and its plan.
 pub struct ResourcePlan<K: ManagedKind> {
     /// The validated spec.
     pub desired: K::Desired,
     /// What to do.
-    pub planned: Planned,
+    pub planned: Planned<K::Request>,
 }
 
 impl<K: ManagedKind> Clone for ResourcePlan<K>
@@ -38,30 +38,64 @@ impl<K: ManagedKind> std::fmt::Debug for ResourcePlan<K> {
     }
 }
 
+/// Why a resource cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// For people: every problem of an invalid spec, or why the lookup stops the resource
+    /// (several objects with the natural key, an external id that names no object).
+    #[error("{0}")]
+    Blocked(String),
+    /// Reading the matched object failed.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
 /// Plans `r` against the objects of `inventory`, matching by its external id, then by natural
-/// key (the caller holds the account's key, so an existing object is adopted).
+/// key (the caller holds the account's key, so an existing object is adopted). Reads the
+/// matched object when the spec sets fields the list lacks.
 ///
-/// Errors: for people, every problem of an invalid spec, or why the lookup stops the resource
-/// (several objects with the natural key, an external id that names no object).
-pub fn plan<K: ManagedKind>(
+/// Errors: see [`PlanError`].
+pub async fn plan<K: ManagedKind>(
+    client: &Client,
     r: &K::Resource,
     inventory: &Inventory,
-) -> Result<ResourcePlan<K>, String> {
-    let desired = K::desired(r).map_err(|problems| validate::describe(&problems))?;
-    let lookup = K::lookup(
-        &desired,
-        K::external_id(&desired),
-        None,
-        K::items(inventory),
-    );
+) -> Result<ResourcePlan<K>, PlanError> {
+    let desired =
+        K::desired(r).map_err(|problems| PlanError::Blocked(validate::describe(&problems)))?;
+    plan_desired(client, desired, K::items(inventory)).await
+}
+
+/// [`plan`] for a validated spec, against `items`.
+///
+/// Errors: see [`PlanError`].
+pub async fn plan_desired<K: ManagedKind>(
+    client: &Client,
+    desired: K::Desired,
+    items: &[K::Item],
+) -> Result<ResourcePlan<K>, PlanError> {
+    let lookup = K::lookup(&desired, K::external_id(&desired), None, items);
     if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
-        return Err(message);
+        return Err(PlanError::Blocked(message));
     }
-    let found = match lookup {
-        Lookup::Found(item, how) => Some((how, item)),
+    let observed = match lookup {
+        Lookup::Found(_, how) if K::needs_detail(&desired) => {
+            Some((how, K::observe_detail(&K::read(client, how.id).await?)))
+        }
+        Lookup::Found(item, how) => Some((how, K::observe_item(item))),
         _ => None,
     };
-    let planned = K::plan(&desired, found);
+    plan_observed(desired, observed)
+}
+
+/// The plan of `desired` against what was observed of its object (`None`: it does not exist).
+///
+/// Errors: [`PlanError::Blocked`] when the object can be neither found nor created.
+pub fn plan_observed<K: ManagedKind>(
+    desired: K::Desired,
+    observed: Option<(Found, K::Observed)>,
+) -> Result<ResourcePlan<K>, PlanError> {
+    let planned =
+        K::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o))).map_err(PlanError::Blocked)?;
     Ok(ResourcePlan { desired, planned })
 }
 
@@ -77,14 +111,16 @@ pub struct Executed<D> {
 }
 
 /// Executes `plan` with `client`. Steps run in order while they succeed; a step whose condition
-/// needs the object's current state reads it first (one GET). With `want_detail`, the object
-/// is read at the end when no step answered it (to export secrets or report).
+/// needs the object's current state reads it first (one GET) unless `known` holds it. With
+/// `want_detail`, the object is read at the end when nothing answered it (to export secrets or
+/// report).
 pub async fn execute<K: ManagedKind>(
     client: &Client,
     plan: &ResourcePlan<K>,
+    known: Option<K::Detail>,
     want_detail: bool,
 ) -> Executed<K::Detail> {
-    let mut current: Option<K::Detail> = None;
+    let mut current: Option<K::Detail> = known;
     let mut steps = Vec::with_capacity(plan.planned.steps.len());
     let mut error: Option<ApiError> = None;
     let mut id = plan.planned.found.map(|f| f.id);
@@ -105,7 +141,7 @@ pub async fn execute<K: ManagedKind>(
             }
         };
         steps.push(StepReport {
-            step: step.clone(),
+            step: step.step.clone(),
             outcome,
         });
     }
@@ -126,21 +162,33 @@ pub async fn execute<K: ManagedKind>(
     }
 }
 
+/// The object `d` stands for, after a create without a definite answer: looked up by natural
+/// key in a list read now, then read.
+async fn recover<K: ManagedKind>(
+    client: &Client,
+    d: &K::Desired,
+) -> Result<Option<K::Detail>, ApiError> {
+    let items = K::search(client, K::natural_key(d)).await?;
+    match K::lookup(d, None, None, &items) {
+        Lookup::Found(_, how) => K::read(client, how.id).await.map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// Runs one step when due; `Ok(false)` when its condition did not hold.
 async fn run_step<K: ManagedKind>(
     client: &Client,
     plan: &ResourcePlan<K>,
-    step: &super::Step,
+    step: &PlannedStep<K::Request>,
     current: &mut Option<K::Detail>,
     id: &mut Option<i64>,
 ) -> Result<bool, ApiError> {
-    let d = &plan.desired;
-    let due = match K::due(d, step, current.as_ref()) {
+    let due = match K::due(&step.request, current.as_ref()) {
         Some(due) => due,
         None => match (current.is_none(), *id) {
             (true, Some(target)) => {
                 let read = K::read(client, target).await?;
-                let due = K::due(d, step, Some(&read)).unwrap_or(true);
+                let due = K::due(&step.request, Some(&read)).unwrap_or(true);
                 *current = Some(read);
                 due
             }
@@ -150,10 +198,13 @@ async fn run_step<K: ManagedKind>(
     if !due {
         return Ok(false);
     }
-    let answer = if step.action == StepAction::Create {
-        create_or_recover(K::run(client, d, step, None), || K::recover(client, d)).await?
+    let answer = if step.step.action == StepAction::Create {
+        create_or_recover(K::run(client, &step.request, None), || {
+            recover::<K>(client, &plan.desired)
+        })
+        .await?
     } else {
-        K::run(client, d, step, *id).await?
+        K::run(client, &step.request, *id).await?
     };
     *id = Some(K::detail_id(&answer));
     *current = Some(answer);

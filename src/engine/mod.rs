@@ -24,17 +24,34 @@ use crate::reconcile::inventory::Inventory;
 use crate::reconcile::{FieldChange, Found, Lookup, Problem};
 
 /// What a kind plans for one resource: the matched object, the steps in order, the field
-/// differences they correct, and differences the interface cannot correct (notes).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Planned {
+/// differences they correct, and differences the interface cannot correct (notes). `R` is the
+/// kind's request type: what each step sends, exactly as shown.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned<R> {
     /// The matched API object, if any.
     pub found: Option<Found>,
     /// Every API call that may be made, in order.
-    pub steps: Vec<Step>,
+    pub steps: Vec<PlannedStep<R>>,
     /// Field differences the steps correct (updates only).
     pub changes: Vec<FieldChange>,
     /// Differences the interface offers no way to correct, and other remarks.
     pub notes: Vec<String>,
+}
+
+impl<R> Planned<R> {
+    /// The steps as shown to people and in `-o json`.
+    pub fn shown_steps(&self) -> Vec<Step> {
+        self.steps.iter().map(|s| s.step.clone()).collect()
+    }
+}
+
+/// One step of a plan: what it is for people, and the request it sends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedStep<R> {
+    /// The step as shown.
+    pub step: Step,
+    /// The kind's request of this step.
+    pub request: R,
 }
 
 /// A secret value obtained from the service, to be stored where the spec says (a Kubernetes
@@ -60,6 +77,11 @@ pub trait ManagedKind: 'static {
     type Item: Clone + Send + Sync;
     /// An object as a read, a create or an update answers it.
     type Detail: Send + Sync;
+    /// What the plan compares: built from a list item or, when the spec sets fields the list
+    /// lacks ([`ManagedKind::needs_detail`]), from a read.
+    type Observed: Send + Sync;
+    /// The request of one step.
+    type Request: Clone + std::fmt::Debug + Send + Sync;
     /// Kind name, e.g. `SendingDomain`.
     const KIND: &'static str;
     /// What the API object is called in messages, e.g. `sending domain`.
@@ -80,29 +102,43 @@ pub trait ManagedKind: 'static {
         status_id: Option<i64>,
         items: &'a [Self::Item],
     ) -> Lookup<'a, Self::Item>;
+    /// True when comparing `d` needs fields only a read of the object returns.
+    fn needs_detail(_d: &Self::Desired) -> bool {
+        false
+    }
+    /// What a list item shows.
+    fn observe_item(item: &Self::Item) -> Self::Observed;
+    /// What a read shows.
+    fn observe_detail(detail: &Self::Detail) -> Self::Observed;
     /// The steps for `d` against the matched object (`None`: none exists).
-    fn plan(d: &Self::Desired, found: Option<(Found, &Self::Item)>) -> Planned;
+    ///
+    /// Errors: for people, why the object can be neither found nor created.
+    fn plan(
+        d: &Self::Desired,
+        found: Option<(Found, &Self::Observed)>,
+    ) -> Result<Planned<Self::Request>, String>;
     /// Reads the object `id`.
     fn read(
         client: &Client,
         id: i64,
     ) -> impl Future<Output = Result<Self::Detail, ApiError>> + Send;
-    /// Whether `step` runs, given what the service answered so far (`current`); `None` when
-    /// that cannot be told without reading the object first.
-    fn due(d: &Self::Desired, step: &Step, current: Option<&Self::Detail>) -> Option<bool>;
-    /// Makes the API call of `step` on the object `id` (`None` for a create).
+    /// Whether the step with `request` runs, given what the service answered so far
+    /// (`current`); `None` when that cannot be told without reading the object first. Steps
+    /// without a condition always run.
+    fn due(request: &Self::Request, current: Option<&Self::Detail>) -> Option<bool>;
+    /// Sends `request` (a step's) for the object `id` (`None` for a create).
     fn run(
         client: &Client,
-        d: &Self::Desired,
-        step: &Step,
+        request: &Self::Request,
         id: Option<i64>,
     ) -> impl Future<Output = Result<Self::Detail, ApiError>> + Send;
-    /// The object `d` stands for, looked up by natural key after a create that may have
-    /// happened without a definite answer.
-    fn recover(
+    /// Every object whose natural key matches `search` (the list endpoint's free-text search,
+    /// all pages): where the driver looks for an object after a create that may have happened
+    /// without a definite answer.
+    fn search(
         client: &Client,
-        d: &Self::Desired,
-    ) -> impl Future<Output = Result<Option<Self::Detail>, ApiError>> + Send;
+        search: &str,
+    ) -> impl Future<Output = Result<Vec<Self::Item>, ApiError>> + Send;
     /// The id of an object as answered.
     fn detail_id(detail: &Self::Detail) -> i64;
     /// The secret values of `detail` that the spec asks to store.

@@ -8,15 +8,11 @@ use serde::Serialize;
 
 use super::plan::{Entry, KeyScope, OfflinePlan, Step, Summary};
 use super::secrets;
-use crate::api::{
-    ApiError, ApiKeyDetail, Client, ListApiKeysQuery, ListSubAccountsQuery, SubAccountDetail,
-};
-use crate::crd::{DnsRecord, SendingDomain};
-use crate::engine::driver;
+use crate::api::{Client, SubAccountDetail};
+use crate::crd::{ApiKey, DnsRecord};
+use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::{ManagedKind, StepReport};
-use crate::manifest::Resource;
-use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::{Action, apikey, natural_key, sendingdomain, subaccount};
+use crate::reconcile::{Found, MatchedBy, natural_key, sendingdomain, subaccount};
 
 /// How many resources of one kind are applied at once. The client's request budget
 /// (`--api-concurrency`, `--api-rps`) is the real limit; this only bounds the tasks waiting
@@ -89,14 +85,6 @@ fn failed(entry: &Entry, error: impl std::fmt::Display) -> Outcome {
     let mut o = outcome(entry, "failed");
     o.entry.error = Some(error.to_string());
     o
-}
-
-fn result_word<C, U>(action: &Action<C, U>) -> &'static str {
-    match action {
-        Action::Create(_) => "created",
-        Action::Update { .. } => "updated",
-        Action::Unchanged { .. } => "unchanged",
-    }
 }
 
 /// Executes `plan`. A plan with errors writes nothing: every resource is reported `skipped`.
@@ -203,74 +191,63 @@ fn write_secret(
     }
 }
 
+/// Executes the plan of one resource of kind `K` and reports it: the result word, the id, each
+/// step's outcome, and the secret values written under `--secrets-dir`. `known` is the object
+/// as already read, if it was; `want_detail` reads it at the end when no step answered it.
+async fn apply_one<K: ManagedKind>(
+    ctx: &Ctx<'_>,
+    plan: &ResourcePlan<K>,
+    entry: &Entry,
+    namespace: &str,
+    known: Option<K::Detail>,
+    want_detail: bool,
+) -> (Outcome, Option<K::Detail>) {
+    let executed = driver::execute::<K>(ctx.client, plan, known, want_detail).await;
+    let mut o = match &executed.error {
+        None => outcome(entry, past_tense(entry.action)),
+        Some(e) => failed(entry, e),
+    };
+    o.steps = executed.steps;
+    if let Some(detail) = &executed.detail {
+        o.entry.id = Some(K::detail_id(detail));
+        for export in K::exports(&plan.desired, detail) {
+            write_secret(
+                ctx,
+                &mut o,
+                namespace,
+                &export.secret_name,
+                export.key,
+                &export.value,
+            );
+        }
+    }
+    (o, executed.detail)
+}
+
 async fn apply_sub_account(
     ctx: &Ctx<'_>,
     plan: &OfflinePlan,
     i: usize,
 ) -> (Outcome, Option<SubAccountDetail>) {
-    let (Step::SubAccount { desired, plan: p }, entry) = (&plan.steps[i], &plan.entries[i]) else {
+    let (Step::SubAccount(p), entry) = (&plan.steps[i], &plan.entries[i]) else {
         return (outcome(&plan.entries[i], "skipped"), None);
     };
-    let client = ctx.client;
-    if let Action::Unchanged { id } = &p.action
-        && (ctx.secrets_dir.is_none() || desired.initial_key.is_none())
+    // The detail holds the first key's value, to write under --secrets-dir (a create answers
+    // it anyway, for the keys created with the sub account).
+    let want = ctx.secrets_dir.is_some() && p.desired.initial_key.is_some();
+    let namespace = plan.resources[i].namespace();
+    let (mut o, detail) = apply_one(ctx, p, entry, namespace, None, want).await;
+    if let (Some(d), Some(name)) = (&detail, subaccount::initial_key_name(&p.desired))
+        && !d
+            .api_keys
+            .iter()
+            .any(|k| natural_key::same_key_name(&k.name, &name))
     {
-        // Nothing to write and nothing to report beyond the id: no read needed.
-        let mut o = outcome(entry, "unchanged");
-        o.entry.id = Some(*id);
-        return (o, None);
+        o.entry
+            .notes
+            .push(format!("the sub account has no key named \"{name}\""));
     }
-    let result: Result<SubAccountDetail, ApiError> = match &p.action {
-        Action::Create(req) => {
-            create_or_recover(client.create_sub_account(req), || async {
-                let q = ListSubAccountsQuery {
-                    search: Some(desired.name.clone()),
-                    ..Default::default()
-                };
-                let found = client.list_all_sub_accounts(&q).await?;
-                match found
-                    .iter()
-                    .find(|s| natural_key::same_ignoring_case(&s.name, &desired.name))
-                {
-                    Some(s) => client.get_sub_account(s.id).await.map(Some),
-                    None => Ok(None),
-                }
-            })
-            .await
-        }
-        Action::Update { id, request, .. } => client.update_sub_account(*id, request).await,
-        Action::Unchanged { id } => client.get_sub_account(*id).await,
-    };
-    match result {
-        Ok(detail) => {
-            let mut o = outcome(entry, result_word(&p.action));
-            o.entry.id = Some(detail.id);
-            if let (Some(key), Resource::SubAccount(r)) = (&desired.initial_key, &plan.resources[i])
-            {
-                let name = subaccount::initial_key_name(desired).unwrap_or_default();
-                if let Some(k) = detail
-                    .api_keys
-                    .iter()
-                    .find(|k| natural_key::same_key_name(&k.name, &name))
-                {
-                    write_secret(
-                        ctx,
-                        &mut o,
-                        plan.resources[i].namespace(),
-                        &key.secret_name,
-                        "apiKey",
-                        &k.key,
-                    );
-                } else if r.spec.api_key.is_some() {
-                    o.entry
-                        .notes
-                        .push(format!("the sub account has no key named \"{name}\""));
-                }
-            }
-            (o, Some(detail))
-        }
-        Err(e) => (failed(entry, e), None),
-    }
+    (o, detail)
 }
 
 async fn apply_api_key(
@@ -290,116 +267,54 @@ async fn apply_api_key(
     else {
         return outcome(&plan.entries[i], "skipped");
     };
-    let client = ctx.client;
-    let namespace = plan.resources[i].namespace().to_string();
-    if let Some(p) = p
-        && let Action::Unchanged { id } = &p.action
-        && ctx.secrets_dir.is_none()
-    {
-        // The key value is not written anywhere: no read needed.
-        let mut o = outcome(entry, "unchanged");
-        o.entry.id = Some(*id);
-        return o;
+    let namespace = plan.resources[i].namespace();
+    let want = ctx.secrets_dir.is_some();
+    if let Some(p) = p {
+        return apply_one(ctx, p, entry, namespace, None, want).await.0;
     }
-    let result: Result<(ApiKeyDetail, &'static str), KeyError> = async {
-        match (scope, p) {
-            (KeyScope::CreatedWith(sub), _) => {
-                let Some((_, _, detail)) =
-                    subs.iter().find(|(ns, n, _)| ns == &namespace && n == sub)
-                else {
-                    return Err(KeyError::Missing(format!(
-                        "SubAccount \"{sub}\" was not applied"
-                    )));
-                };
-                let Some(item) = detail
-                    .api_keys
-                    .iter()
-                    .find(|k| natural_key::same_key_name(&k.name, &desired.name))
-                else {
-                    return Err(KeyError::Missing(format!(
-                        "the sub account of SubAccount \"{sub}\" has no key named \"{}\"",
-                        desired.name
-                    )));
-                };
-                let current = client.get_api_key(item.id).await?;
-                let observed = apikey::Observed::from(&current);
-                let found = crate::reconcile::Found {
-                    id: item.id,
-                    matched_by: crate::reconcile::MatchedBy::NaturalKey,
-                };
-                match apikey::plan(desired, Some((found, &observed))) {
-                    Ok(crate::reconcile::Plan {
-                        action: Action::Update { id, request, .. },
-                        ..
-                    }) => Ok((client.update_api_key(id, &request).await?, "created")),
-                    _ => Ok((current, "created")),
-                }
+    // A key created with its SubAccount in this apply: planned now that the sub account exists.
+    let KeyScope::CreatedWith(sub) = scope else {
+        return failed(entry, "no plan for this key");
+    };
+    let Some((_, _, detail)) = subs.iter().find(|(ns, n, _)| ns == namespace && n == sub) else {
+        return failed(entry, format!("SubAccount \"{sub}\" was not applied"));
+    };
+    let Some(item) = detail
+        .api_keys
+        .iter()
+        .find(|k| natural_key::same_key_name(&k.name, &desired.name))
+    else {
+        return failed(
+            entry,
+            format!(
+                "the sub account of SubAccount \"{sub}\" has no key named \"{}\"",
+                desired.name
+            ),
+        );
+    };
+    let current = match ctx.client.get_api_key(item.id).await {
+        Ok(c) => c,
+        Err(e) => return failed(entry, e),
+    };
+    let mut d = desired.clone();
+    d.sub_account_id = Some(detail.id);
+    let found = Found {
+        id: item.id,
+        matched_by: MatchedBy::NaturalKey,
+    };
+    let observed = ApiKey::observe_detail(&current);
+    match driver::plan_observed::<ApiKey>(d, Some((found, observed))) {
+        Ok(p) => {
+            let mut o = apply_one(ctx, &p, entry, namespace, Some(current), want)
+                .await
+                .0;
+            if o.result == "unchanged" || o.result == "updated" {
+                o.result = "created";
             }
-            (_, Some(p)) => match &p.action {
-                Action::Create(req) => {
-                    let detail = create_or_recover(client.create_api_key(req), || async {
-                        let q = ListApiKeysQuery {
-                            search: Some(desired.name.clone()),
-                            ..Default::default()
-                        };
-                        let found = client.list_all_api_keys(&q).await?;
-                        match found.iter().find(|k| {
-                            natural_key::same_key_name(&k.name, &desired.name)
-                                && k.sub_account_id == 0
-                        }) {
-                            Some(k) => client.get_api_key(k.id).await.map(Some),
-                            None => Ok(None),
-                        }
-                    })
-                    .await?;
-                    // The create body has no permissionType: set it when the spec asks for another.
-                    let observed = apikey::Observed::from(&detail);
-                    let found = crate::reconcile::Found {
-                        id: detail.id,
-                        matched_by: crate::reconcile::MatchedBy::StatusId,
-                    };
-                    match apikey::plan(desired, Some((found, &observed))) {
-                        Ok(crate::reconcile::Plan {
-                            action: Action::Update { id, request, .. },
-                            ..
-                        }) => Ok((client.update_api_key(id, &request).await?, "created")),
-                        _ => Ok((detail, "created")),
-                    }
-                }
-                Action::Update { id, request, .. } => {
-                    Ok((client.update_api_key(*id, request).await?, "updated"))
-                }
-                Action::Unchanged { id } => Ok((client.get_api_key(*id).await?, "unchanged")),
-            },
-            (_, None) => Err(KeyError::Missing("no plan for this key".into())),
-        }
-    }
-    .await;
-    match result {
-        Ok((detail, word)) => {
-            let mut o = outcome(entry, word);
-            o.entry.id = Some(detail.id);
-            write_secret(
-                ctx,
-                &mut o,
-                &namespace,
-                &desired.secret_name,
-                "apiKey",
-                &detail.key,
-            );
             o
         }
         Err(e) => failed(entry, e),
     }
-}
-
-/// Why an API key could not be applied.
-#[derive(Debug, thiserror::Error)]
-enum KeyError {
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    #[error("{0}")]
-    Missing(String),
 }
 
 async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
@@ -407,26 +322,11 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
         return outcome(&plan.entries[i], "skipped");
     };
     // The detail carries the DNS records and flags the report prints.
-    let executed = driver::execute::<SendingDomain>(ctx.client, p, true).await;
-    let mut o = match &executed.error {
-        None => outcome(entry, past_tense(entry.action)),
-        Some(e) => failed(entry, e),
-    };
-    o.steps = executed.steps;
-    if let Some(detail) = &executed.detail {
-        o.entry.id = Some(detail.id);
+    let namespace = plan.resources[i].namespace();
+    let (mut o, detail) = apply_one(ctx, p, entry, namespace, None, true).await;
+    if let Some(detail) = &detail {
         o.dns_records = sendingdomain::dns_records(detail);
         o.verified = Some(o.dns_records.iter().all(|r| r.verified));
-        for export in SendingDomain::exports(&p.desired, detail) {
-            write_secret(
-                ctx,
-                &mut o,
-                plan.resources[i].namespace(),
-                &export.secret_name,
-                export.key,
-                &export.value,
-            );
-        }
     }
     o
 }

@@ -3,15 +3,13 @@
 use futures::{StreamExt, TryStreamExt, stream};
 use serde::Serialize;
 
-use crate::api::{
-    ApiError, Client, CreateApiKey, CreateSubAccount, UpdateApiKey, UpdateSubAccount,
-};
-use crate::crd::SendingDomain;
-use crate::engine::Step as EngineStep;
-use crate::engine::driver::{self, ResourcePlan};
+use crate::api::{ApiError, Client};
+use crate::crd::{ApiKey, SendingDomain, SubAccount};
+use crate::engine::driver::{self, PlanError, ResourcePlan};
+use crate::engine::{ManagedKind, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
 use crate::reconcile::inventory::Inventory;
-use crate::reconcile::{FieldChange, Found, Lookup, MatchedBy, Plan, apikey, subaccount, validate};
+use crate::reconcile::{FieldChange, MatchedBy, apikey, subaccount, validate};
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]
@@ -64,13 +62,12 @@ pub struct Summary {
 /// The typed plan of one resource, kept for [`crate::offline::apply`].
 #[derive(Clone, Debug)]
 pub(crate) enum Step {
-    SubAccount {
-        desired: subaccount::Desired,
-        plan: Plan<CreateSubAccount, UpdateSubAccount>,
-    },
+    SubAccount(ResourcePlan<SubAccount>),
+    /// An ApiKey; `plan` is `None` for a key created with its SubAccount in this apply (planned
+    /// once that sub account exists).
     ApiKey {
         desired: apikey::Desired,
-        plan: Option<Plan<CreateApiKey, UpdateApiKey>>,
+        plan: Option<ResourcePlan<ApiKey>>,
         scope: KeyScope,
     },
     SendingDomain(ResourcePlan<SendingDomain>),
@@ -137,12 +134,41 @@ fn entry(loaded: &Loaded) -> Entry {
     }
 }
 
-fn fill<C, U>(e: &mut Entry, plan: &Plan<C, U>) {
-    e.action = plan.verb();
-    e.id = plan.found.map(|f| f.id);
-    e.matched_by = plan.found.map(|f| f.matched_by);
-    e.changes = plan.changes().to_vec();
-    e.notes = plan.notes.clone();
+/// Fills `e` from a kind's plan: `create` when no object matched, `update` when fields differ,
+/// else `unchanged`; every step `apply` may take.
+fn fill<K: ManagedKind>(e: &mut Entry, plan: &ResourcePlan<K>) {
+    let p = &plan.planned;
+    e.action = if p.found.is_none() {
+        "create"
+    } else if p.changes.is_empty() {
+        "unchanged"
+    } else {
+        "update"
+    };
+    e.id = p.found.map(|f| f.id);
+    e.matched_by = p.found.map(|f| f.matched_by);
+    e.changes = p.changes.clone();
+    e.notes = p.notes.clone();
+    e.steps = p.shown_steps();
+}
+
+/// The step of a resource planned by the driver, or its error in `e`.
+fn planned<K: ManagedKind>(
+    e: &mut Entry,
+    result: Result<ResourcePlan<K>, PlanError>,
+    step: impl FnOnce(ResourcePlan<K>) -> Step,
+) -> Result<Step, ApiError> {
+    match result {
+        Ok(plan) => {
+            fill(e, &plan);
+            Ok(step(plan))
+        }
+        Err(PlanError::Blocked(message)) => {
+            e.error = Some(message);
+            Ok(Step::Invalid)
+        }
+        Err(PlanError::Api(err)) => Err(err),
+    }
 }
 
 /// Plans every resource of `resources` against the account.
@@ -201,7 +227,7 @@ pub(crate) async fn build_with(
                 Resource::ApiKey(r) => {
                     plan_key(client, r, loaded, sub_accounts, inventory, &mut e).await?
                 }
-                Resource::SendingDomain(r) => plan_domain(r, inventory, &mut e),
+                Resource::SendingDomain(r) => plan_domain(client, r, inventory, &mut e).await?,
                 Resource::SubAccount(_) => Step::Invalid,
             };
             Ok::<_, ApiError>((index, e, step))
@@ -225,76 +251,50 @@ pub(crate) async fn build_with(
 
 async fn plan_sub_account(
     client: &Client,
-    r: &crate::crd::SubAccount,
+    r: &SubAccount,
     loaded: &Loaded,
     inventory: &Inventory,
 ) -> Result<(Entry, Step, Option<PlannedSubAccount>), ApiError> {
     let mut e = entry(loaded);
-    let d = match subaccount::desired(r) {
-        Ok(d) => d,
-        Err(problems) => {
-            e.error = Some(validate::describe(&problems));
-            return Ok((e, Step::Invalid, None));
-        }
-    };
-    let lookup = subaccount::lookup(&d, d.external_id, None, &inventory.sub_accounts);
-    if let Some(err) = lookup.blocked("sub account", &d.name).map(|(_, m)| m) {
-        e.error = Some(err);
-        return Ok((e, Step::Invalid, None));
-    }
-    let found = match lookup {
-        Lookup::Found(item, found) if subaccount::needs_detail(&d) => Some((
-            found,
-            subaccount::Observed::from(&client.get_sub_account(item.id).await?),
+    let step = planned(
+        &mut e,
+        driver::plan::<SubAccount>(client, r, inventory).await,
+        Step::SubAccount,
+    )?;
+    let sub = match &step {
+        Step::SubAccount(plan) => Some((
+            loaded.resource.namespace().to_string(),
+            loaded.resource.name().to_string(),
+            plan.planned.found.map(|f| f.id),
+            subaccount::initial_key_name(&plan.desired),
         )),
-        Lookup::Found(item, found) => Some((found, subaccount::Observed::from(item))),
         _ => None,
     };
-    let plan = subaccount::plan(&d, found.as_ref().map(|(f, o)| (*f, o)));
-    fill(&mut e, &plan);
-    let sub = (
-        loaded.resource.namespace().to_string(),
-        loaded.resource.name().to_string(),
-        plan.found.map(|f| f.id),
-        subaccount::initial_key_name(&d),
-    );
-    Ok((e, Step::SubAccount { desired: d, plan }, Some(sub)))
+    Ok((e, step, sub))
 }
 
-fn plan_domain(r: &SendingDomain, inventory: &Inventory, e: &mut Entry) -> Step {
-    match driver::plan::<SendingDomain>(r, inventory) {
-        Ok(plan) => {
-            let p = &plan.planned;
-            e.action = if p.found.is_none() {
-                "create"
-            } else if p.changes.is_empty() {
-                "unchanged"
-            } else {
-                "update"
-            };
-            e.id = p.found.map(|f| f.id);
-            e.matched_by = p.found.map(|f| f.matched_by);
-            e.changes = p.changes.clone();
-            e.notes = p.notes.clone();
-            e.steps = p.steps.clone();
-            Step::SendingDomain(plan)
-        }
-        Err(message) => {
-            e.error = Some(message);
-            Step::Invalid
-        }
-    }
+async fn plan_domain(
+    client: &Client,
+    r: &SendingDomain,
+    inventory: &Inventory,
+    e: &mut Entry,
+) -> Result<Step, ApiError> {
+    planned(
+        e,
+        driver::plan::<SendingDomain>(client, r, inventory).await,
+        Step::SendingDomain,
+    )
 }
 
 async fn plan_key(
     client: &Client,
-    r: &crate::crd::ApiKey,
+    r: &ApiKey,
     loaded: &Loaded,
     sub_accounts: &[PlannedSubAccount],
     inventory: &Inventory,
     e: &mut Entry,
 ) -> Result<Step, ApiError> {
-    let d = match apikey::desired(r) {
+    let mut d = match apikey::desired(r) {
         Ok(d) => d,
         Err(problems) => {
             e.error = Some(validate::describe(&problems));
@@ -340,35 +340,13 @@ async fn plan_key(
             scope,
         });
     }
-    let sub_id = match scope {
-        KeyScope::SubAccount(id) => Some(id),
-        _ => None,
-    };
-    let lookup = apikey::lookup(&d, d.external_id, None, sub_id, &inventory.api_keys);
-    if let Some(err) = lookup.blocked("API key", &d.name).map(|(_, m)| m) {
-        e.error = Some(err);
-        return Ok(Step::Invalid);
+    if let KeyScope::SubAccount(id) = scope {
+        d.sub_account_id = Some(id);
     }
-    let found: Option<(Found, apikey::Observed)> = match lookup {
-        Lookup::Found(item, found) if apikey::needs_detail(&d) => Some((
-            found,
-            apikey::Observed::from(&client.get_api_key(item.id).await?),
-        )),
-        Lookup::Found(item, found) => Some((found, apikey::Observed::from(item))),
-        _ => None,
-    };
-    match apikey::plan(&d, found.as_ref().map(|(f, o)| (*f, o))) {
-        Ok(plan) => {
-            fill(e, &plan);
-            Ok(Step::ApiKey {
-                desired: d,
-                plan: Some(plan),
-                scope,
-            })
-        }
-        Err(message) => {
-            e.error = Some(message);
-            Ok(Step::Invalid)
-        }
-    }
+    let result = driver::plan_desired::<ApiKey>(client, d.clone(), &inventory.api_keys).await;
+    planned(e, result, |plan| Step::ApiKey {
+        desired: d,
+        plan: Some(plan),
+        scope,
+    })
 }

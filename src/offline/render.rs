@@ -76,7 +76,7 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
     let _ = writeln!(out, "    + {}{when}{result}", s.endpoint);
     for sent in &s.sends {
         let create_only = if sent.create_only {
-            "   (set at create only: a later change is reported, not applied)"
+            "   (set at create only: the interface cannot change it later)"
         } else {
             ""
         };

@@ -29,6 +29,9 @@ pub struct Desired {
     pub sub_account_ref: Option<String>,
     /// Id from the external-id annotation.
     pub external_id: Option<i64>,
+    /// Id of the sub account `sub_account_ref` names, once the front end resolved it (`None`
+    /// for a company key, or not resolved yet).
+    pub sub_account_id: Option<i64>,
 }
 
 /// What the service holds for a key. Fields the list item lacks are `None`.
@@ -147,6 +150,7 @@ pub fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
         external_id: validate::external_id(r.metadata.annotations.as_ref())
             .ok()
             .flatten(),
+        sub_account_id: None,
     })
 }
 
@@ -327,6 +331,7 @@ mod tests {
             secret_name: "s".into(),
             sub_account_ref: None,
             external_id: None,
+            sub_account_id: None,
         }
     }
 

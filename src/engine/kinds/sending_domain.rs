@@ -4,13 +4,14 @@
 //! verified. The DKIM private key is exported to `spec.dkimPrivateKeySecretName`.
 
 use crate::api::{
-    ApiError, Client, ListSendingDomainsQuery, SendingDomainDetail, SendingDomainListItem,
+    ApiError, Client, CreateSendingDomain, ListSendingDomainsQuery, SendingDomainDetail,
+    SendingDomainListItem,
 };
 use crate::crd::SendingDomain;
-use crate::engine::{Export, ManagedKind, Planned, Step, StepAction};
+use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
 use crate::reconcile::inventory::Inventory;
-use crate::reconcile::sendingdomain::{self, Desired, SHARED_ASSIGNMENT};
-use crate::reconcile::{Action, Found, Lookup, Problem, natural_key};
+use crate::reconcile::sendingdomain::{self, Desired, Observed, SHARED_ASSIGNMENT};
+use crate::reconcile::{Action, Found, Lookup, Problem};
 
 /// The key of the DKIM private key in its Secret.
 pub const DKIM_SECRET_KEY: &str = "dkimPrivateKey";
@@ -22,11 +23,52 @@ fn verified(d: &SendingDomainDetail) -> bool {
     d.spf_verified && d.dkim_verified && d.cname_verified
 }
 
+/// The calls of a sending domain.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Call {
+    /// `POST /domain/sending`.
+    Create(CreateSendingDomain),
+    /// `PUT /domain/sending/{id}/share`, when the domain is not shared yet.
+    Share,
+    /// `PUT /domain/sending/{id}/verify-txt`, while a record is unverified.
+    VerifyTxt,
+}
+
+fn step(call: Call) -> PlannedStep<Call> {
+    let step = match &call {
+        Call::Create(req) => {
+            let mut s = Step::new(StepAction::Create, "POST /domain/sending").sends(
+                "spec.domain",
+                &req.domain,
+                false,
+            );
+            if let Some(a) = &req.assignment {
+                s = s.sends("spec.assignment", a, true);
+            }
+            if let Some(n) = &req.note {
+                s = s.sends("spec.note", n, true);
+            }
+            s
+        }
+        Call::Share => {
+            Step::new(StepAction::Share, "PUT /domain/sending/{id}/share").when(WHEN_NOT_SHARED)
+        }
+        Call::VerifyTxt => Step::new(StepAction::VerifyTxt, "PUT /domain/sending/{id}/verify-txt")
+            .when(WHEN_UNVERIFIED),
+    };
+    PlannedStep {
+        step,
+        request: call,
+    }
+}
+
 impl ManagedKind for SendingDomain {
     type Resource = SendingDomain;
     type Desired = Desired;
     type Item = SendingDomainListItem;
     type Detail = SendingDomainDetail;
+    type Observed = Observed;
+    type Request = Call;
     const KIND: &'static str = "SendingDomain";
     const NOUN: &'static str = "sending domain";
 
@@ -55,84 +97,60 @@ impl ManagedKind for SendingDomain {
         sendingdomain::lookup(d, external_id, status_id, items)
     }
 
-    fn plan(d: &Desired, found: Option<(Found, &SendingDomainListItem)>) -> Planned {
-        let observed = found.map(|(f, item)| (f, sendingdomain::Observed::from(item)));
-        let p = sendingdomain::plan(d, observed.as_ref().map(|(f, o)| (*f, o)));
+    fn observe_item(item: &SendingDomainListItem) -> Observed {
+        Observed::from(item)
+    }
+
+    fn observe_detail(detail: &SendingDomainDetail) -> Observed {
+        Observed::from(detail)
+    }
+
+    fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
+        let p = sendingdomain::plan(d, found);
         let mut steps = Vec::new();
-        let already_verified = observed.as_ref().is_some_and(|(_, o)| o.verified);
         match &p.action {
             Action::Create(req) => {
-                let mut create = Step::new(StepAction::Create, "POST /domain/sending").sends(
-                    "spec.domain",
-                    &req.domain,
-                    false,
-                );
-                if let Some(a) = &req.assignment {
-                    create = create.sends("spec.assignment", a, true);
-                }
-                if let Some(n) = &req.note {
-                    create = create.sends("spec.note", n, true);
-                }
-                steps.push(create);
+                steps.push(step(Call::Create(req.clone())));
                 if d.shared {
-                    steps.push(
-                        Step::new(StepAction::Share, "PUT /domain/sending/{id}/share")
-                            .when(WHEN_NOT_SHARED),
-                    );
+                    steps.push(step(Call::Share));
                 }
             }
-            Action::Update { .. } => steps.push(
-                Step::new(StepAction::Share, "PUT /domain/sending/{id}/share")
-                    .when(WHEN_NOT_SHARED)
-                    .sends("spec.shared", "true", false),
-            ),
+            Action::Update { .. } => steps.push(step(Call::Share)),
             Action::Unchanged { .. } => {}
         }
-        if !already_verified {
-            steps.push(
-                Step::new(StepAction::VerifyTxt, "PUT /domain/sending/{id}/verify-txt")
-                    .when(WHEN_UNVERIFIED),
-            );
+        if !found.is_some_and(|(_, o)| o.verified) {
+            steps.push(step(Call::VerifyTxt));
         }
-        Planned {
+        Ok(Planned {
             found: p.found,
             steps,
             changes: p.changes().to_vec(),
             notes: p.notes,
-        }
+        })
     }
 
     async fn read(client: &Client, id: i64) -> Result<SendingDomainDetail, ApiError> {
         client.get_sending_domain(id).await
     }
 
-    fn due(d: &Desired, step: &Step, current: Option<&SendingDomainDetail>) -> Option<bool> {
-        match step.action {
-            StepAction::Share => current.map(|c| d.shared && c.assignment != SHARED_ASSIGNMENT),
-            StepAction::VerifyTxt => current.map(|c| !verified(c)),
-            _ => Some(true),
+    fn due(call: &Call, current: Option<&SendingDomainDetail>) -> Option<bool> {
+        match call {
+            Call::Create(_) => Some(true),
+            Call::Share => current.map(|c| c.assignment != SHARED_ASSIGNMENT),
+            Call::VerifyTxt => current.map(|c| !verified(c)),
         }
     }
 
     async fn run(
         client: &Client,
-        d: &Desired,
-        step: &Step,
+        call: &Call,
         id: Option<i64>,
     ) -> Result<SendingDomainDetail, ApiError> {
         let id = id.unwrap_or_default();
-        match step.action {
-            StepAction::Create => {
-                client
-                    .create_sending_domain(&crate::api::CreateSendingDomain {
-                        domain: d.domain.clone(),
-                        assignment: d.assignment.clone(),
-                        note: d.note.clone(),
-                    })
-                    .await
-            }
-            StepAction::Share => client.share_sending_domain(id).await,
-            StepAction::VerifyTxt => {
+        match call {
+            Call::Create(req) => client.create_sending_domain(req).await,
+            Call::Share => client.share_sending_domain(id).await,
+            Call::VerifyTxt => {
                 // The answer lists every domain checked; ours is read from it, else afresh.
                 let checked = client.verify_txt(id).await?;
                 match checked.into_iter().find(|c| c.id == id) {
@@ -140,28 +158,15 @@ impl ManagedKind for SendingDomain {
                     None => client.get_sending_domain(id).await,
                 }
             }
-            // Not planned for sending domains (no field can be updated; deletion is not a step
-            // of an apply): the object as it is.
-            StepAction::Update | StepAction::Delete => client.get_sending_domain(id).await,
         }
     }
 
-    async fn recover(
-        client: &Client,
-        d: &Desired,
-    ) -> Result<Option<SendingDomainDetail>, ApiError> {
+    async fn search(client: &Client, search: &str) -> Result<Vec<SendingDomainListItem>, ApiError> {
         let query = ListSendingDomainsQuery {
-            search: Some(d.domain.clone()),
+            search: Some(search.to_string()),
             ..Default::default()
         };
-        let found = client.list_all_sending_domains(&query).await?;
-        match found
-            .iter()
-            .find(|i| natural_key::same_ignoring_case(&i.domain, &d.domain))
-        {
-            Some(i) => client.get_sending_domain(i.id).await.map(Some),
-            None => Ok(None),
-        }
+        client.list_all_sending_domains(&query).await
     }
 
     fn detail_id(detail: &SendingDomainDetail) -> i64 {

@@ -1,0 +1,178 @@
+//! ApiKey on the engine (interface document, section "API keys"): a company key is created with
+//! `name`, `permissionIds` and `allowedIp`; the create body has no `permissionType`, so a spec
+//! that sets one is followed by a PUT when the created key differs. Keys inside a sub account
+//! cannot be created through `POST /api-key` (only with their sub account); they are found and
+//! updated. The key value is exported to `spec.secretName`.
+
+use crate::api::{
+    ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, ListApiKeysQuery, UpdateApiKey,
+};
+use crate::crd::ApiKey;
+use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
+use crate::reconcile::apikey::{self, Desired, Observed};
+use crate::reconcile::inventory::Inventory;
+use crate::reconcile::{Action, Found, Lookup, Problem};
+
+/// The key of the key value in its Secret.
+pub const SECRET_KEY: &str = "apiKey";
+
+const WHEN_TYPE_DIFFERS: &str = "the created key's permissionType is not spec.permissionType";
+
+/// The calls of an API key.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Call {
+    /// `POST /api-key`.
+    Create(CreateApiKey),
+    /// `PUT /api-key/{id}` with the changed fields.
+    Update(UpdateApiKey),
+    /// `PUT /api-key/{id}` with `permissionType`, after a create, when the key differs.
+    SetPermissionType(String),
+}
+
+fn create_step(req: CreateApiKey) -> PlannedStep<Call> {
+    let mut s = Step::new(StepAction::Create, "POST /api-key");
+    if let Some(v) = &req.name {
+        s = s.sends("spec.name", v, false);
+    }
+    if let Some(v) = &req.permission_ids {
+        s = s.sends("spec.permissionIds", format!("{v:?}"), false);
+    }
+    if let Some(v) = &req.allowed_ip {
+        s = s.sends("spec.allowedIps", v, false);
+    }
+    PlannedStep {
+        step: s,
+        request: Call::Create(req),
+    }
+}
+
+impl ManagedKind for ApiKey {
+    type Resource = ApiKey;
+    type Desired = Desired;
+    type Item = ApiKeyListItem;
+    type Detail = ApiKeyDetail;
+    type Observed = Observed;
+    type Request = Call;
+    const KIND: &'static str = "ApiKey";
+    const NOUN: &'static str = "API key";
+
+    fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
+        apikey::desired(r)
+    }
+
+    fn natural_key(d: &Desired) -> &str {
+        &d.name
+    }
+
+    fn external_id(d: &Desired) -> Option<i64> {
+        d.external_id
+    }
+
+    fn items(inventory: &Inventory) -> &[ApiKeyListItem] {
+        &inventory.api_keys
+    }
+
+    fn lookup<'a>(
+        d: &Desired,
+        external_id: Option<i64>,
+        status_id: Option<i64>,
+        items: &'a [ApiKeyListItem],
+    ) -> Lookup<'a, ApiKeyListItem> {
+        apikey::lookup(d, external_id, status_id, d.sub_account_id, items)
+    }
+
+    fn needs_detail(d: &Desired) -> bool {
+        apikey::needs_detail(d)
+    }
+
+    fn observe_item(item: &ApiKeyListItem) -> Observed {
+        Observed::from(item)
+    }
+
+    fn observe_detail(detail: &ApiKeyDetail) -> Observed {
+        Observed::from(detail)
+    }
+
+    fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
+        let p = apikey::plan(d, found)?;
+        let mut steps = Vec::new();
+        match &p.action {
+            Action::Create(req) => {
+                steps.push(create_step(req.clone()));
+                if let Some(want) = &d.permission_type {
+                    steps.push(PlannedStep {
+                        step: Step::new(StepAction::Update, "PUT /api-key/{id}")
+                            .when(WHEN_TYPE_DIFFERS)
+                            .sends("spec.permissionType", want, false),
+                        request: Call::SetPermissionType(want.clone()),
+                    });
+                }
+            }
+            Action::Update {
+                request, changes, ..
+            } => {
+                let mut s = Step::new(StepAction::Update, "PUT /api-key/{id}");
+                for c in changes {
+                    s = s.sends(c.field, &c.to, false);
+                }
+                steps.push(PlannedStep {
+                    step: s,
+                    request: Call::Update(request.clone()),
+                });
+            }
+            Action::Unchanged { .. } => {}
+        }
+        Ok(Planned {
+            found: p.found,
+            steps,
+            changes: p.changes().to_vec(),
+            notes: p.notes,
+        })
+    }
+
+    async fn read(client: &Client, id: i64) -> Result<ApiKeyDetail, ApiError> {
+        client.get_api_key(id).await
+    }
+
+    fn due(call: &Call, current: Option<&ApiKeyDetail>) -> Option<bool> {
+        match call {
+            Call::SetPermissionType(want) => current.map(|c| &c.permission_type != want),
+            Call::Create(_) | Call::Update(_) => Some(true),
+        }
+    }
+
+    async fn run(client: &Client, call: &Call, id: Option<i64>) -> Result<ApiKeyDetail, ApiError> {
+        let id = id.unwrap_or_default();
+        match call {
+            Call::Create(req) => client.create_api_key(req).await,
+            Call::Update(req) => client.update_api_key(id, req).await,
+            Call::SetPermissionType(want) => {
+                let req = UpdateApiKey {
+                    permission_type: Some(want.clone()),
+                    ..Default::default()
+                };
+                client.update_api_key(id, &req).await
+            }
+        }
+    }
+
+    async fn search(client: &Client, search: &str) -> Result<Vec<ApiKeyListItem>, ApiError> {
+        let query = ListApiKeysQuery {
+            search: Some(search.to_string()),
+            ..Default::default()
+        };
+        client.list_all_api_keys(&query).await
+    }
+
+    fn detail_id(detail: &ApiKeyDetail) -> i64 {
+        detail.id
+    }
+
+    fn exports(d: &Desired, detail: &ApiKeyDetail) -> Vec<Export> {
+        vec![Export {
+            secret_name: d.secret_name.clone(),
+            key: SECRET_KEY,
+            value: detail.key.clone(),
+        }]
+    }
+}
