@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use mailtarget_operator::cli::CliError;
 use mailtarget_operator::controller::{LogFormat, RunArgs};
-use mailtarget_operator::offline::cli::{ApplyArgs, PlanArgs, run_apply, run_plan};
+use mailtarget_operator::offline::cli::{
+    ApplyArgs, DestroyArgs, PlanCommand, run_apply, run_destroy, run_plan,
+};
 use mailtarget_operator::simulator::cli::SimulatorArgs;
 
 /// Kubernetes operator that makes a Mailtarget email-delivery account declarative.
@@ -30,9 +32,12 @@ enum Command {
         out_dir: Option<std::path::PathBuf>,
     },
     /// Show what `apply` would do for manifest files, without writing anything.
-    Plan(PlanArgs),
+    Plan(PlanCommand),
     /// Create or update the account's objects to match manifest files.
     Apply(ApplyArgs),
+    /// Carry out the deletion policy of every resource in manifest files (delete, deactivate or
+    /// keep its object), as deleting the resources in a cluster would.
+    Destroy(DestroyArgs),
     /// Run the operator: reconcile SubAccount, ApiKey and SendingDomain resources in a cluster.
     Run(RunArgs),
     /// Serve the built-in simulator of the Mailtarget API.
@@ -71,6 +76,7 @@ async fn main() -> ExitCode {
         Command::Crds { out_dir } => crds(out_dir.as_deref()),
         Command::Plan(args) => run_plan(args).await,
         Command::Apply(args) => run_apply(args).await,
+        Command::Destroy(args) => run_destroy(args).await,
         Command::Run(args) => mailtarget_operator::controller::run(args).await.map(|()| 0),
         Command::Simulator(args) => mailtarget_operator::simulator::cli::run(args)
             .await
@@ -81,7 +87,7 @@ async fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(1)
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -259,7 +259,11 @@ async fn simulate_flag_and_missing_key() {
         "{stdout}"
     );
     let out = run_binary(&["plan", "-f", examples().to_str().unwrap()], None).await;
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing setting is a usage error"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("MAILTARGET_API_KEY"));
 }
 
@@ -307,8 +311,8 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
             out.status.code(),
-            Some(1),
-            "case {i} should fail:\n{text}\n{stderr}"
+            Some(2),
+            "case {i} should fail as invalid input:\n{text}\n{stderr}"
         );
         assert!(
             stderr.contains(&format!("case{i}.yaml")),
@@ -405,6 +409,7 @@ async fn two_claims_on_one_object_write_nothing() {
     let cases = [
         (
             "external ids 3 and +3",
+            1,
             format!(
                 "{}---\n{}",
                 key("a", "a", Some(&shared.to_string())),
@@ -413,23 +418,26 @@ async fn two_claims_on_one_object_write_nothing() {
         ),
         (
             "one by id, one by name",
+            1,
             format!(
                 "{}---\n{}",
                 key("a", "a", Some(&shared.to_string())),
                 key("b", "shared", None)
             ),
         ),
+        // Both claims are in the manifests: refused as invalid input, before any call.
         (
             "sub account names differing in case",
+            2,
             format!("{}---\n{}", sub("upper", "Team"), sub("lower", "team")),
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
-    for (what, text) in &cases {
+    for (what, code, text) in &cases {
         sim.clear_request_log();
         let out = run_manifest("apply", dir.path(), "claims.yaml", text, &sim).await;
         let shown = output_text(&out);
-        assert_eq!(out.status.code(), Some(1), "{what}: {shown}");
+        assert_eq!(out.status.code(), Some(*code), "{what}: {shown}");
         assert!(
             shown.contains("claimed by"),
             "{what}: names the other claimant: {shown}"
@@ -603,4 +611,101 @@ async fn lost_answers_never_duplicate_in_the_cli() {
         .filter(|r| r.method == "POST" && r.status >= 500)
         .count();
     assert!(lost > 0, "some answers were lost");
+}
+
+/// Runs the binary with `stdin` as its standard input (bounded wait).
+async fn run_binary_with_stdin(args: &[&str], sim: &Simulator, stdin: &str) -> Output {
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
+    cmd.args(args)
+        .env_remove("RUST_LOG")
+        .env("MAILTARGET_API_KEY", KEY)
+        .env("MAILTARGET_API_URL", sim.base_url())
+        .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("binary finished within 60 s")
+        .unwrap()
+}
+
+/// `-f -` reads manifests from standard input; `plan --detailed-exitcode` exits 2 while changes
+/// are pending and 0 once applied; invalid input exits 2.
+#[tokio::test]
+async fn stdin_and_exit_codes() {
+    let sim = simulator().await;
+    let text = std::fs::read_to_string(examples().join("sendingdomains.yaml")).unwrap();
+    let out = run_binary_with_stdin(&["plan", "-f", "-", "--detailed-exitcode"], &sim, &text).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "changes pending: {shown}");
+    assert!(shown.contains("[<stdin> (document 1)]"), "{shown}");
+    let out = run_binary_with_stdin(&["apply", "-f", "-"], &sim, &text).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let out = run_binary_with_stdin(&["plan", "-f", "-", "--detailed-exitcode"], &sim, &text).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "no changes: {}",
+        output_text(&out)
+    );
+    let out = run_binary_with_stdin(&["plan", "-f", "-"], &sim, "kind: [unclosed\n").await;
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+}
+
+/// `destroy` carries out each resource's deletion policy: `Delete` deletes the key or domain,
+/// `Deactivate` deactivates the sub account, `Orphan` keeps the object; a second run finds the
+/// deleted objects absent and deletes nothing more.
+#[tokio::test]
+async fn destroy_carries_out_each_deletion_policy() {
+    let sim = simulator().await;
+    let path = examples();
+    let path = path.to_str().unwrap();
+    assert_eq!(
+        run_binary(&["apply", "-f", path], Some(&sim))
+            .await
+            .status
+            .code(),
+        Some(0)
+    );
+    sim.clear_request_log();
+    let out = run_binary(&["destroy", "-f", path], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.ends_with("Destroy: 3 deleted or deactivated, 2 kept or absent.\n"),
+        "{shown}"
+    );
+    let state = sim.snapshot();
+    let keys: Vec<&str> = state.api_keys.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["team-a-sender"],
+        "ci-sender deleted, the Orphan key kept"
+    );
+    let domains: Vec<&str> = state
+        .sending_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
+    assert_eq!(domains, ["news.example.com"], "the Orphan domain kept");
+    assert_eq!(state.sub_accounts[0].status, "inactive");
+    let deletes = sim
+        .request_log()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .count();
+    assert_eq!(deletes, 2);
+
+    sim.clear_request_log();
+    let out = run_binary(&["destroy", "-f", path], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(output_text(&out).contains("ApiKey default/ci-sender: absent"));
+    assert!(sim.request_log().iter().all(|r| r.method != "DELETE"));
 }

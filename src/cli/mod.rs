@@ -24,6 +24,17 @@ pub enum CliError {
     Io(#[from] std::io::Error),
 }
 
+impl CliError {
+    /// The process exit code: 2 for invalid input or usage (manifests that fail validation, a
+    /// missing or invalid setting), 1 for a failure while running (the service, local I/O).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Manifests(_) | CliError::Config(_) => 2,
+            CliError::Api(_) | CliError::Io(_) => 1,
+        }
+    }
+}
+
 /// How to reach the service. Flags override the environment.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ApiArgs {

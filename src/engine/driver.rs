@@ -175,6 +175,52 @@ async fn recover<K: ManagedKind>(
     }
 }
 
+/// Plans the deletion of `r`'s object per its deletion policy: one step, or none when the
+/// policy keeps the object or no object matches.
+///
+/// Errors: see [`PlanError`].
+pub fn plan_deletion<K: ManagedKind>(
+    r: &K::Resource,
+    inventory: &Inventory,
+) -> Result<ResourcePlan<K>, PlanError> {
+    let desired =
+        K::desired(r).map_err(|problems| PlanError::Blocked(validate::describe(&problems)))?;
+    plan_deletion_of(r, desired, inventory)
+}
+
+/// [`plan_deletion`] for a validated spec (with its references resolved).
+///
+/// Errors: see [`PlanError`].
+pub fn plan_deletion_of<K: ManagedKind>(
+    r: &K::Resource,
+    desired: K::Desired,
+    inventory: &Inventory,
+) -> Result<ResourcePlan<K>, PlanError> {
+    let lookup = K::lookup(
+        &desired,
+        K::external_id(&desired),
+        None,
+        K::items(inventory),
+    );
+    if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
+        return Err(PlanError::Blocked(message));
+    }
+    let found = match lookup {
+        Lookup::Found(_, how) => Some(how),
+        _ => None,
+    };
+    let steps = found.and_then(|_| K::deletion(r)).into_iter().collect();
+    Ok(ResourcePlan {
+        desired,
+        planned: Planned {
+            found,
+            steps,
+            changes: Vec::new(),
+            notes: Vec::new(),
+        },
+    })
+}
+
 /// Runs one step when due; `Ok(false)` when its condition did not hold.
 async fn run_step<K: ManagedKind>(
     client: &Client,
@@ -198,15 +244,26 @@ async fn run_step<K: ManagedKind>(
     if !due {
         return Ok(false);
     }
-    let answer = if step.step.action == StepAction::Create {
-        create_or_recover(K::run(client, &step.request, None), || {
-            recover::<K>(client, &plan.desired)
-        })
-        .await?
-    } else {
-        K::run(client, &step.request, *id).await?
+    let answer = match step.step.action {
+        StepAction::Create => {
+            create_or_recover(K::run(client, &step.request, None), || async {
+                Ok(recover::<K>(client, &plan.desired).await?.map(Some))
+            })
+            .await?
+        }
+        // Already gone counts as deleted; nothing is left to read.
+        StepAction::Delete => {
+            let target = id.take();
+            match K::run(client, &step.request, target).await {
+                Err(e) if e.is_not_found() => None,
+                other => other?,
+            }
+        }
+        _ => K::run(client, &step.request, *id).await?,
     };
-    *id = Some(K::detail_id(&answer));
-    *current = Some(answer);
+    if let Some(answer) = &answer {
+        *id = Some(K::detail_id(answer));
+    }
+    *current = answer;
     Ok(true)
 }

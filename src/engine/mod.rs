@@ -126,12 +126,16 @@ pub trait ManagedKind: 'static {
     /// (`current`); `None` when that cannot be told without reading the object first. Steps
     /// without a condition always run.
     fn due(request: &Self::Request, current: Option<&Self::Detail>) -> Option<bool>;
-    /// Sends `request` (a step's) for the object `id` (`None` for a create).
+    /// Sends `request` (a step's) for the object `id` (`None` for a create). Answers the object
+    /// as it now is, `None` once it is deleted.
     fn run(
         client: &Client,
         request: &Self::Request,
         id: Option<i64>,
-    ) -> impl Future<Output = Result<Self::Detail, ApiError>> + Send;
+    ) -> impl Future<Output = Result<Option<Self::Detail>, ApiError>> + Send;
+    /// The step that carries out the resource's deletion policy on its object (`DELETE`, or a
+    /// sub account's deactivation); `None` when the policy keeps the object.
+    fn deletion(r: &Self::Resource) -> Option<PlannedStep<Self::Request>>;
     /// Every object whose natural key matches `search` (the list endpoint's free-text search,
     /// all pages): where the driver looks for an object after a create that may have happened
     /// without a definite answer.

@@ -26,12 +26,17 @@ pub struct ManifestSet {
 /// Errors: every problem in every document, each naming the file, document, object and field.
 /// Nothing is returned unless all documents are valid, so callers write nothing on bad input.
 pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
+    // `-` ([`STDIN`]) reads standard input.
     let mut files = Vec::new();
     let mut errors = Vec::new();
-    for path in paths {
-        collect_files(path, &mut files, &mut errors);
-    }
     let mut set = ManifestSet::default();
+    for path in paths {
+        if path.as_os_str() == STDIN {
+            read_stdin(&mut set, &mut errors);
+        } else {
+            collect_files(path, &mut files, &mut errors);
+        }
+    }
     for file in files {
         match std::fs::read_to_string(&file) {
             Ok(text) => read_stream(&file, &text, &mut set, &mut errors),
@@ -46,6 +51,33 @@ pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
         Ok(set)
     } else {
         Err(ManifestErrors(errors))
+    }
+}
+
+/// The path that stands for standard input (`-f -`, as kubectl reads it).
+pub const STDIN: &str = "-";
+
+/// Most bytes read from standard input; a larger stream is refused.
+const STDIN_LIMIT: u64 = 16 << 20;
+
+fn read_stdin(set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
+    use std::io::Read;
+    let name = Path::new("<stdin>");
+    let mut text = String::new();
+    match std::io::stdin()
+        .lock()
+        .take(STDIN_LIMIT + 1)
+        .read_to_string(&mut text)
+    {
+        Ok(n) if n as u64 > STDIN_LIMIT => errors.push(ManifestError::at_path(
+            name,
+            format!("standard input is larger than {} MiB", STDIN_LIMIT >> 20),
+        )),
+        Ok(_) => read_stream(name, &text, set, errors),
+        Err(e) => errors.push(ManifestError::at_path(
+            name,
+            format!("cannot read standard input: {e}"),
+        )),
     }
 }
 

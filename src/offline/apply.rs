@@ -57,7 +57,12 @@ impl ApplyReport {
             match o.result {
                 "created" => s.create += 1,
                 "updated" => s.update += 1,
-                "unchanged" | super::guards::OBSERVE | super::guards::PAUSED => s.unchanged += 1,
+                "unchanged"
+                | "kept"
+                | "absent"
+                | super::guards::OBSERVE
+                | super::guards::PAUSED => s.unchanged += 1,
+                "deleted" | "deactivated" => s.delete += 1,
                 _ => s.error += 1,
             }
         }
@@ -65,12 +70,12 @@ impl ApplyReport {
     }
 }
 
-struct Ctx<'a> {
-    client: &'a Client,
-    secrets_dir: Option<&'a Path>,
+pub(crate) struct Ctx<'a> {
+    pub(crate) client: &'a Client,
+    pub(crate) secrets_dir: Option<&'a Path>,
 }
 
-fn outcome(entry: &Entry, result: &'static str) -> Outcome {
+pub(crate) fn outcome(entry: &Entry, result: &'static str) -> Outcome {
     Outcome {
         entry: entry.clone(),
         result,
@@ -81,7 +86,7 @@ fn outcome(entry: &Entry, result: &'static str) -> Outcome {
     }
 }
 
-fn failed(entry: &Entry, error: impl std::fmt::Display) -> Outcome {
+pub(crate) fn failed(entry: &Entry, error: impl std::fmt::Display) -> Outcome {
     let mut o = outcome(entry, "failed");
     o.entry.error = Some(error.to_string());
     o
@@ -194,7 +199,7 @@ fn write_secret(
 /// Executes the plan of one resource of kind `K` and reports it: the result word, the id, each
 /// step's outcome, and the secret values written under `--secrets-dir`. `known` is the object
 /// as already read, if it was; `want_detail` reads it at the end when no step answered it.
-async fn apply_one<K: ManagedKind>(
+pub(crate) async fn apply_one<K: ManagedKind>(
     ctx: &Ctx<'_>,
     plan: &ResourcePlan<K>,
     entry: &Entry,
@@ -331,11 +336,16 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
     o
 }
 
-/// The result word of an entry whose steps all ran: `created`, `updated` or `unchanged`.
+/// The result word of an entry whose steps all ran: `created`, `updated`, `unchanged`, and for
+/// `destroy` `deleted`, `deactivated`, `kept` or `absent`.
 fn past_tense(action: &str) -> &'static str {
     match action {
         "create" => "created",
         "update" => "updated",
+        "delete" => "deleted",
+        "deactivate" => "deactivated",
+        "keep" => "kept",
+        "absent" => "absent",
         _ => "unchanged",
     }
 }

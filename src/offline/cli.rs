@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::render::{self, OutputFormat};
-use super::{apply, plan};
+use super::{apply, destroy, plan};
 use crate::cli::{ApiArgs, CliError};
 use crate::manifest;
 
@@ -11,7 +11,7 @@ use crate::manifest;
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlanArgs {
     /// Manifest files or directories (YAML or JSON, several documents per file; directories are
-    /// read recursively). Repeatable.
+    /// read recursively); `-` reads standard input. Repeatable.
     #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
     pub files: Vec<PathBuf>,
     /// Start the built-in simulator on a free port and run against it instead of the service.
@@ -23,6 +23,18 @@ pub struct PlanArgs {
     /// How to reach the service.
     #[command(flatten)]
     pub api: ApiArgs,
+}
+
+/// Arguments of `mailtarget-operator plan`: [`PlanArgs`] and the exit-code convention.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlanCommand {
+    /// What to plan.
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Exit 2 when the plan has changes, 0 when it has none, 1 on errors (Terraform's
+    /// `-detailed-exitcode`), so CI can tell drift from success.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
 }
 
 /// Arguments of `mailtarget-operator apply`.
@@ -37,11 +49,13 @@ pub struct ApplyArgs {
     pub secrets_dir: Option<PathBuf>,
 }
 
-/// Runs `plan`: prints the plan and returns the process exit code (0 when every resource could
-/// be planned, 1 otherwise).
+/// Runs `plan`: prints the plan and returns the process exit code: 0 when every resource could
+/// be planned, 1 otherwise; with `--detailed-exitcode`, 2 when something would be created or
+/// updated.
 ///
 /// Errors: invalid manifests (every problem listed), unreachable or failing service.
-pub async fn run_plan(args: PlanArgs) -> Result<i32, CliError> {
+pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
+    let args = command.plan;
     let set = manifest::load(&args.files)?;
     report_skipped(&set);
     let target = args.api.connect(args.simulate).await?;
@@ -54,7 +68,14 @@ pub async fn run_plan(args: PlanArgs) -> Result<i32, CliError> {
         }
     );
     target.shutdown().await;
-    Ok(if plan.has_errors() { 1 } else { 0 })
+    let summary = plan.summary();
+    Ok(if plan.has_errors() {
+        1
+    } else if command.detailed_exitcode && summary.create + summary.update > 0 {
+        2
+    } else {
+        0
+    })
 }
 
 /// Runs `apply`: plans, executes in dependency order, prints the outcome and returns the exit
@@ -77,6 +98,42 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
         "{}",
         match args.plan.output {
             OutputFormat::Text => render::apply_text(&report),
+            OutputFormat::Json => render::apply_json(&report),
+        }
+    );
+    target.shutdown().await;
+    Ok(if report.summary().error > 0 { 1 } else { 0 })
+}
+
+/// Arguments of `mailtarget-operator destroy`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DestroyArgs {
+    /// Same as for `plan`.
+    #[command(flatten)]
+    pub plan: PlanArgs,
+}
+
+/// Runs `destroy`: plans the deletion policy of every resource, prints the plan and stops when
+/// it has errors (exit 1, nothing written), else carries it out and prints the outcome (exit 0,
+/// or 1 when a resource failed).
+///
+/// Errors: invalid manifests, unreachable or failing service while planning.
+pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
+    let set = manifest::load(&args.plan.files)?;
+    report_skipped(&set);
+    let target = args.plan.api.connect(args.plan.simulate).await?;
+    let plan = destroy::plan(&target.client, &set.resources).await?;
+    if plan.has_errors() {
+        eprint!("{}", render::plan_text(&plan));
+        eprintln!("Nothing was destroyed: fix the errors above first.");
+        target.shutdown().await;
+        return Ok(1);
+    }
+    let report = destroy::run(&target.client, &plan).await;
+    print!(
+        "{}",
+        match args.plan.output {
+            OutputFormat::Text => render::destroy_text(&report),
             OutputFormat::Json => render::apply_json(&report),
         }
     );

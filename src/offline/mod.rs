@@ -8,6 +8,7 @@
 
 pub mod apply;
 pub mod cli;
+pub mod destroy;
 pub mod guards;
 pub mod plan;
 pub mod render;

@@ -57,6 +57,13 @@ pub struct Summary {
     pub unchanged: usize,
     /// Resources that cannot be planned or failed.
     pub error: usize,
+    /// Resources whose object is (to be) deleted or deactivated (`destroy`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub delete: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The typed plan of one resource, kept for [`crate::offline::apply`].
@@ -105,7 +112,12 @@ impl OfflinePlan {
             match e.action {
                 "create" => s.create += 1,
                 "update" => s.update += 1,
-                "unchanged" | super::guards::OBSERVE | super::guards::PAUSED => s.unchanged += 1,
+                "unchanged"
+                | "keep"
+                | "absent"
+                | super::guards::OBSERVE
+                | super::guards::PAUSED => s.unchanged += 1,
+                "delete" | "deactivate" => s.delete += 1,
                 _ => s.error += 1,
             }
         }
@@ -118,7 +130,8 @@ impl OfflinePlan {
     }
 }
 
-fn entry(loaded: &Loaded) -> Entry {
+/// An entry for `loaded` with action `error` and nothing else filled in.
+pub(crate) fn entry_of(loaded: &Loaded) -> Entry {
     Entry {
         kind: loaded.resource.kind(),
         namespace: loaded.resource.namespace().to_string(),
@@ -222,7 +235,7 @@ pub(crate) async fn build_with(
             futures::future::ready(!matches!(loaded.resource, Resource::SubAccount(_)))
         })
         .map(|(index, loaded)| async move {
-            let mut e = entry(loaded);
+            let mut e = entry_of(loaded);
             let step = match &loaded.resource {
                 Resource::ApiKey(r) => {
                     plan_key(client, r, loaded, sub_accounts, inventory, &mut e).await?
@@ -255,7 +268,7 @@ async fn plan_sub_account(
     loaded: &Loaded,
     inventory: &Inventory,
 ) -> Result<(Entry, Step, Option<PlannedSubAccount>), ApiError> {
-    let mut e = entry(loaded);
+    let mut e = entry_of(loaded);
     let step = planned(
         &mut e,
         driver::plan::<SubAccount>(client, r, inventory).await,

@@ -126,6 +126,39 @@ pub fn plan_json(plan: &OfflinePlan) -> String {
 
 /// An apply report as text: one line per resource, DNS records under each domain, a summary.
 pub fn apply_text(report: &ApplyReport) -> String {
+    let mut out = outcomes_text(report);
+    let s = report.summary();
+    let _ = write!(
+        out,
+        "Apply: {} created, {} updated, {} unchanged",
+        s.create, s.update, s.unchanged
+    );
+    let _ = writeln!(out, "{}", failures(s.error));
+    out
+}
+
+/// A destroy report as text: one line per resource and a summary.
+pub fn destroy_text(report: &ApplyReport) -> String {
+    let mut out = outcomes_text(report);
+    let s = report.summary();
+    let _ = write!(
+        out,
+        "Destroy: {} deleted or deactivated, {} kept or absent",
+        s.delete, s.unchanged
+    );
+    let _ = writeln!(out, "{}", failures(s.error));
+    out
+}
+
+fn failures(n: usize) -> String {
+    if n > 0 {
+        format!(", {n} failed or skipped.")
+    } else {
+        ".".into()
+    }
+}
+
+fn outcomes_text(report: &ApplyReport) -> String {
     let mut out = String::new();
     for o in &report.outcomes {
         let _ = writeln!(out, "{}: {}{}", head(&o.entry), o.result, matched(&o.entry));
@@ -152,21 +185,6 @@ pub fn apply_text(report: &ApplyReport) -> String {
             let _ = writeln!(out, "    secret written to {}", f.display());
         }
     }
-    let s = report.summary();
-    let _ = write!(
-        out,
-        "Apply: {} created, {} updated, {} unchanged",
-        s.create, s.update, s.unchanged
-    );
-    let _ = writeln!(
-        out,
-        "{}",
-        if s.error > 0 {
-            format!(", {} failed or skipped.", s.error)
-        } else {
-            ".".into()
-        }
-    );
     out
 }
 

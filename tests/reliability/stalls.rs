@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use mailtarget_operator::crd::{ApiKey, Condition};
 
-use crate::common::{WAIT, wait_deleted};
+use crate::common::{WAIT, eventually, wait_deleted};
 use crate::harness::{Rig, is_ready};
 
 /// An ApiKey whose create the service rejects (400: permission 99 does not exist).
@@ -133,10 +133,19 @@ async fn short_auth_outage_recovers_at_the_next_resync() {
         stalled_reason(k).as_deref() == Some("Unauthorized")
     })
     .await;
-    let metrics = rig.metrics.encode();
+    // The metric is recorded when the reconcile returns, just after its status write.
+    let metrics = rig.metrics.clone();
+    eventually("a reconcile ended by a 401 counted as unauthorized", || {
+        metrics
+            .encode()
+            .contains(r#"mailtarget_reconciles_total{kind="ApiKey",result="unauthorized"}"#)
+    })
+    .await;
     assert!(
-        metrics.contains(r#"mailtarget_reconciles_total{kind="ApiKey",result="unauthorized"}"#),
-        "a reconcile ended by a 401 is counted as unauthorized:\n{metrics}"
+        !rig.metrics
+            .encode()
+            .contains(r#"mailtarget_reconciles_total{kind="ApiKey",result="finalizer"}"#),
+        "never counted under the finalizer wrapper"
     );
 
     rig.sim.faults().clear();

@@ -7,7 +7,7 @@
 use crate::api::{
     ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, ListApiKeysQuery, UpdateApiKey,
 };
-use crate::crd::ApiKey;
+use crate::crd::{ApiKey, DeletionPolicy};
 use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
 use crate::reconcile::apikey::{self, Desired, Observed};
 use crate::reconcile::inventory::Inventory;
@@ -27,6 +27,8 @@ pub enum Call {
     Update(UpdateApiKey),
     /// `PUT /api-key/{id}` with `permissionType`, after a create, when the key differs.
     SetPermissionType(String),
+    /// `DELETE /api-key/{id}` (`deletionPolicy: Delete`).
+    Delete,
 }
 
 fn create_step(req: CreateApiKey) -> PlannedStep<Call> {
@@ -137,23 +139,35 @@ impl ManagedKind for ApiKey {
     fn due(call: &Call, current: Option<&ApiKeyDetail>) -> Option<bool> {
         match call {
             Call::SetPermissionType(want) => current.map(|c| &c.permission_type != want),
-            Call::Create(_) | Call::Update(_) => Some(true),
+            Call::Create(_) | Call::Update(_) | Call::Delete => Some(true),
         }
     }
 
-    async fn run(client: &Client, call: &Call, id: Option<i64>) -> Result<ApiKeyDetail, ApiError> {
+    async fn run(
+        client: &Client,
+        call: &Call,
+        id: Option<i64>,
+    ) -> Result<Option<ApiKeyDetail>, ApiError> {
         let id = id.unwrap_or_default();
         match call {
-            Call::Create(req) => client.create_api_key(req).await,
-            Call::Update(req) => client.update_api_key(id, req).await,
+            Call::Create(req) => client.create_api_key(req).await.map(Some),
+            Call::Update(req) => client.update_api_key(id, req).await.map(Some),
             Call::SetPermissionType(want) => {
                 let req = UpdateApiKey {
                     permission_type: Some(want.clone()),
                     ..Default::default()
                 };
-                client.update_api_key(id, &req).await
+                client.update_api_key(id, &req).await.map(Some)
             }
+            Call::Delete => client.delete_api_key(id).await.map(|_| None),
         }
+    }
+
+    fn deletion(r: &ApiKey) -> Option<PlannedStep<Call>> {
+        (r.spec.deletion_policy == DeletionPolicy::Delete).then(|| PlannedStep {
+            step: Step::new(StepAction::Delete, "DELETE /api-key/{id}"),
+            request: Call::Delete,
+        })
     }
 
     async fn search(client: &Client, search: &str) -> Result<Vec<ApiKeyListItem>, ApiError> {

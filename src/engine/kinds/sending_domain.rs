@@ -7,7 +7,7 @@ use crate::api::{
     ApiError, Client, CreateSendingDomain, ListSendingDomainsQuery, SendingDomainDetail,
     SendingDomainListItem,
 };
-use crate::crd::SendingDomain;
+use crate::crd::{DeletionPolicy, SendingDomain};
 use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::sendingdomain::{self, Desired, Observed, SHARED_ASSIGNMENT};
@@ -32,6 +32,8 @@ pub enum Call {
     Share,
     /// `PUT /domain/sending/{id}/verify-txt`, while a record is unverified.
     VerifyTxt,
+    /// `DELETE /domain/sending/{id}` (`deletionPolicy: Delete`).
+    Delete,
 }
 
 fn step(call: Call) -> PlannedStep<Call> {
@@ -55,6 +57,7 @@ fn step(call: Call) -> PlannedStep<Call> {
         }
         Call::VerifyTxt => Step::new(StepAction::VerifyTxt, "PUT /domain/sending/{id}/verify-txt")
             .when(WHEN_UNVERIFIED),
+        Call::Delete => Step::new(StepAction::Delete, "DELETE /domain/sending/{id}"),
     };
     PlannedStep {
         step,
@@ -135,7 +138,7 @@ impl ManagedKind for SendingDomain {
 
     fn due(call: &Call, current: Option<&SendingDomainDetail>) -> Option<bool> {
         match call {
-            Call::Create(_) => Some(true),
+            Call::Create(_) | Call::Delete => Some(true),
             Call::Share => current.map(|c| c.assignment != SHARED_ASSIGNMENT),
             Call::VerifyTxt => current.map(|c| !verified(c)),
         }
@@ -145,20 +148,25 @@ impl ManagedKind for SendingDomain {
         client: &Client,
         call: &Call,
         id: Option<i64>,
-    ) -> Result<SendingDomainDetail, ApiError> {
+    ) -> Result<Option<SendingDomainDetail>, ApiError> {
         let id = id.unwrap_or_default();
         match call {
-            Call::Create(req) => client.create_sending_domain(req).await,
-            Call::Share => client.share_sending_domain(id).await,
+            Call::Create(req) => client.create_sending_domain(req).await.map(Some),
+            Call::Share => client.share_sending_domain(id).await.map(Some),
             Call::VerifyTxt => {
                 // The answer lists every domain checked; ours is read from it, else afresh.
                 let checked = client.verify_txt(id).await?;
                 match checked.into_iter().find(|c| c.id == id) {
-                    Some(detail) => Ok(detail),
-                    None => client.get_sending_domain(id).await,
+                    Some(detail) => Ok(Some(detail)),
+                    None => client.get_sending_domain(id).await.map(Some),
                 }
             }
+            Call::Delete => client.delete_sending_domain(id).await.map(|_| None),
         }
+    }
+
+    fn deletion(r: &SendingDomain) -> Option<PlannedStep<Call>> {
+        (r.spec.deletion_policy == DeletionPolicy::Delete).then(|| step(Call::Delete))
     }
 
     async fn search(client: &Client, search: &str) -> Result<Vec<SendingDomainListItem>, ApiError> {

@@ -7,7 +7,7 @@ use crate::api::{
     ApiError, Client, CreateSubAccount, ListSubAccountsQuery, SubAccountDetail, SubAccountListItem,
     UpdateSubAccount,
 };
-use crate::crd::SubAccount;
+use crate::crd::{SubAccount, SubAccountDeletionPolicy};
 use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::subaccount::{self, Desired, Observed};
@@ -139,11 +139,31 @@ impl ManagedKind for SubAccount {
         client: &Client,
         call: &Call,
         id: Option<i64>,
-    ) -> Result<SubAccountDetail, ApiError> {
+    ) -> Result<Option<SubAccountDetail>, ApiError> {
         match call {
-            Call::Create(req) => client.create_sub_account(req).await,
-            Call::Update(req) => client.update_sub_account(id.unwrap_or_default(), req).await,
+            Call::Create(req) => client.create_sub_account(req).await.map(Some),
+            Call::Update(req) => client
+                .update_sub_account(id.unwrap_or_default(), req)
+                .await
+                .map(Some),
         }
+    }
+
+    /// The interface has no DELETE for sub accounts: `Deactivate` sets the deactivated status.
+    fn deletion(r: &SubAccount) -> Option<PlannedStep<Call>> {
+        if r.spec.deletion_policy != SubAccountDeletionPolicy::Deactivate {
+            return None;
+        }
+        let request = subaccount::deactivate_request(r);
+        let status = request.status.clone().unwrap_or_default();
+        Some(PlannedStep {
+            step: Step::new(StepAction::Update, "PUT /sub-account/{id}").sends(
+                "spec.deactivatedStatus",
+                status,
+                false,
+            ),
+            request: Call::Update(request),
+        })
     }
 
     async fn search(client: &Client, search: &str) -> Result<Vec<SubAccountListItem>, ApiError> {

@@ -1,0 +1,160 @@
+//! `destroy -f PATH`: carries out the deletion policy of every resource the manifests name, as
+//! deleting the resources in a cluster would: `Delete` deletes the API key or sending domain,
+//! `Deactivate` sets a sub account's deactivated status (the interface has no DELETE for sub
+//! accounts), `Orphan` keeps the object. Paused and `ObserveOnly` resources are left alone, and
+//! two resources matching one object fail the run before any write. Runs in the reverse of
+//! `apply`'s order: domains and keys first, then sub accounts.
+
+use super::apply::{ApplyReport, Outcome, apply_one, failed, outcome};
+use super::plan::{Entry, OfflinePlan, Step, entry_of};
+use crate::api::{ApiError, Client};
+use crate::crd::{ApiKey, SendingDomain, SubAccount};
+use crate::engine::driver::{self, PlanError, ResourcePlan};
+use crate::engine::{ManagedKind, StepAction};
+use crate::manifest::{Loaded, Resource};
+use crate::reconcile::inventory::Inventory;
+use crate::reconcile::validate;
+
+/// Plans the deletion of every resource of `resources` against the account (the three lists,
+/// no other read).
+///
+/// Errors: API failures while reading the lists.
+pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, ApiError> {
+    let inventory = Inventory::load(client).await?;
+    let mut entries = Vec::with_capacity(resources.len());
+    let mut steps = Vec::with_capacity(resources.len());
+    // The sub accounts the manifests name, by namespace and name: keys inside them are looked
+    // up in their scope.
+    let mut sub_ids: Vec<(&str, &str, i64)> = Vec::new();
+    for loaded in resources {
+        if let Resource::SubAccount(r) = &loaded.resource
+            && let Ok(plan) = driver::plan_deletion::<SubAccount>(r, &inventory)
+            && let Some(found) = plan.planned.found
+        {
+            sub_ids.push((
+                loaded.resource.namespace(),
+                loaded.resource.name(),
+                found.id,
+            ));
+        }
+    }
+    for loaded in resources {
+        let mut e = entry_of(loaded);
+        let step = match &loaded.resource {
+            Resource::SubAccount(r) => planned(
+                &mut e,
+                driver::plan_deletion(r, &inventory),
+                Step::SubAccount,
+            ),
+            Resource::ApiKey(r) => {
+                let ns = loaded.resource.namespace();
+                let result = ApiKey::desired(r)
+                    .map_err(|p| PlanError::Blocked(validate::describe(&p)))
+                    .and_then(|mut d| {
+                        if let Some(sub) = &d.sub_account_ref {
+                            let Some((_, _, id)) =
+                                sub_ids.iter().find(|(n, m, _)| *n == ns && m == sub)
+                            else {
+                                return Err(PlanError::Blocked(format!(
+                                    "SubAccount \"{sub}\" matches no sub account, so the key inside it cannot be found"
+                                )));
+                            };
+                            d.sub_account_id = Some(*id);
+                        }
+                        driver::plan_deletion_of::<ApiKey>(r, d, &inventory)
+                    });
+                planned(&mut e, result, |plan| Step::ApiKey {
+                    desired: plan.desired.clone(),
+                    plan: Some(plan),
+                    scope: super::plan::KeyScope::Company,
+                })
+            }
+            Resource::SendingDomain(r) => planned(
+                &mut e,
+                driver::plan_deletion(r, &inventory),
+                Step::SendingDomain,
+            ),
+        };
+        entries.push(e);
+        steps.push(step);
+    }
+    let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
+    super::guards::apply(&mut entries, &mut steps, &resources);
+    Ok(OfflinePlan {
+        entries,
+        steps,
+        resources,
+    })
+}
+
+/// Fills `e` from a deletion plan: `delete`, `deactivate`, `keep` (the policy keeps the object)
+/// or `absent` (no object matches).
+fn planned<K: ManagedKind>(
+    e: &mut Entry,
+    result: Result<ResourcePlan<K>, PlanError>,
+    step: impl FnOnce(ResourcePlan<K>) -> Step,
+) -> Step {
+    match result {
+        Ok(plan) => {
+            let p = &plan.planned;
+            e.action = match (p.found, p.steps.first().map(|s| s.step.action)) {
+                (None, _) => "absent",
+                (Some(_), None) => "keep",
+                (Some(_), Some(StepAction::Delete)) => "delete",
+                (Some(_), Some(_)) => "deactivate",
+            };
+            e.id = p.found.map(|f| f.id);
+            e.steps = p.shown_steps();
+            step(plan)
+        }
+        Err(err) => {
+            e.error = Some(err.to_string());
+            Step::Invalid
+        }
+    }
+}
+
+/// Executes a deletion plan: nothing when it has errors, else domains and keys first, then sub
+/// accounts, one at a time.
+pub async fn run(client: &Client, plan: &OfflinePlan) -> ApplyReport {
+    let ctx = super::apply::Ctx {
+        client,
+        secrets_dir: None,
+    };
+    let rank = |s: &Step| match s {
+        Step::SendingDomain(_) => 0,
+        Step::ApiKey { .. } => 1,
+        _ => 2,
+    };
+    let mut order: Vec<usize> = (0..plan.steps.len()).collect();
+    order.sort_by_key(|&i| rank(&plan.steps[i]));
+    let mut outcomes: Vec<Option<Outcome>> = plan.entries.iter().map(|_| None).collect();
+    for i in order {
+        let e = &plan.entries[i];
+        let ns = plan.resources[i].namespace();
+        outcomes[i] = Some(match &plan.steps[i] {
+            _ if plan.has_errors() => outcome(
+                e,
+                if e.error.is_some() {
+                    "failed"
+                } else {
+                    "skipped"
+                },
+            ),
+            Step::SubAccount(p) => apply_one::<SubAccount>(&ctx, p, e, ns, None, false).await.0,
+            Step::ApiKey { plan: Some(p), .. } => {
+                apply_one::<ApiKey>(&ctx, p, e, ns, None, false).await.0
+            }
+            Step::SendingDomain(p) => {
+                apply_one::<SendingDomain>(&ctx, p, e, ns, None, false)
+                    .await
+                    .0
+            }
+            Step::Skip => outcome(e, e.action),
+            _ => failed(e, "cannot be destroyed"),
+        });
+    }
+    ApplyReport {
+        outcomes: outcomes.into_iter().flatten().collect(),
+    }
+}
