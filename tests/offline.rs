@@ -709,3 +709,37 @@ async fn destroy_carries_out_each_deletion_policy() {
     assert!(output_text(&out).contains("ApiKey default/ci-sender: absent"));
     assert!(sim.request_log().iter().all(|r| r.method != "DELETE"));
 }
+
+/// The plan hides nothing: a removed value shows as removed with its consequence, and the
+/// account's objects that no manifest names are listed (left alone).
+#[tokio::test]
+async fn plan_shows_removals_and_unmanaged_objects() {
+    let sim = simulator().await;
+    let path = examples();
+    assert_eq!(
+        run_binary(&["apply", "-f", path.to_str().unwrap()], Some(&sim))
+            .await
+            .status
+            .code(),
+        Some(0)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(path.join("apikey-ci.yaml"))
+        .unwrap()
+        .replace(
+            "  allowedIps:\n    - 198.51.100.7\n    - 2001:db8::7\n",
+            "  allowedIps: []\n",
+        );
+    let out = run_manifest("plan", dir.path(), "key.yaml", &text, &sim).await;
+    let shown = output_text(&out);
+    assert!(
+        shown.contains("~ spec.allowedIps: 198.51.100.7,2001:db8::7 -> (removed)"),
+        "{shown}"
+    );
+    assert!(shown.contains("usable from any address"), "{shown}");
+    assert!(
+        shown.contains("Not named by these manifests (left alone): 4 object(s)"),
+        "the sub account, its key and the two domains: {shown}"
+    );
+    assert!(shown.contains("SubAccount 1 \"team-a\""), "{shown}");
+}

@@ -82,6 +82,7 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
     super::guards::apply(&mut entries, &mut steps, &resources);
     Ok(OfflinePlan {
         entries,
+        unmanaged: Vec::new(),
         steps,
         resources,
     })

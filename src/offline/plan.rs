@@ -100,8 +100,45 @@ pub(crate) enum KeyScope {
 pub struct OfflinePlan {
     /// One entry per resource.
     pub entries: Vec<Entry>,
+    /// Objects of the account that no resource matched: left alone, listed for information
+    /// (like a prune preview).
+    pub unmanaged: Vec<Unmanaged>,
     pub(crate) steps: Vec<Step>,
     pub(crate) resources: Vec<Resource>,
+}
+
+/// An object of the account that no manifest names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Unmanaged {
+    /// Kind that would manage it.
+    pub kind: &'static str,
+    /// Id at the service.
+    pub id: i64,
+    /// Its name (sub account, key) or domain.
+    pub name: String,
+}
+
+/// The objects of `inventory` whose id no entry of its kind matched.
+fn unmanaged(entries: &[Entry], inventory: &Inventory) -> Vec<Unmanaged> {
+    let matched = |kind: &str, id: i64| entries.iter().any(|e| e.kind == kind && e.id == Some(id));
+    let subs = inventory
+        .sub_accounts
+        .iter()
+        .map(|s| ("SubAccount", s.id, &s.name));
+    let keys = inventory.api_keys.iter().map(|k| ("ApiKey", k.id, &k.name));
+    let domains = inventory
+        .sending_domains
+        .iter()
+        .map(|d| ("SendingDomain", d.id, &d.domain));
+    subs.chain(keys)
+        .chain(domains)
+        .filter(|(kind, id, _)| !matched(kind, *id))
+        .map(|(kind, id, name)| Unmanaged {
+            kind,
+            id,
+            name: name.clone(),
+        })
+        .collect()
 }
 
 impl OfflinePlan {
@@ -256,6 +293,7 @@ pub(crate) async fn build_with(
     let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
     super::guards::apply(&mut entries, &mut steps, &resources);
     Ok(OfflinePlan {
+        unmanaged: unmanaged(&entries, inventory),
         entries,
         steps,
         resources,

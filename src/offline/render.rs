@@ -39,7 +39,13 @@ fn matched(e: &Entry) -> String {
 /// outcome (and replaces the planned steps).
 fn details(out: &mut String, e: &Entry, reports: Option<&[crate::engine::StepReport]>) {
     for c in &e.changes {
-        let _ = writeln!(out, "    ~ {}: {} -> {}", c.field, c.from, c.to);
+        let _ = writeln!(
+            out,
+            "    ~ {}: {} -> {}",
+            c.field,
+            c.from,
+            shown_value(&c.to)
+        );
     }
     match reports {
         Some(reports) if !reports.is_empty() => {
@@ -80,12 +86,20 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
         } else {
             ""
         };
-        let _ = writeln!(
-            out,
-            "        {} = {:?}{create_only}",
-            sent.field, sent.value
-        );
+        let value = if sent.value.is_empty() {
+            REMOVED.to_string()
+        } else {
+            format!("{:?}", sent.value)
+        };
+        let _ = writeln!(out, "        {} = {value}{create_only}", sent.field);
     }
+}
+
+/// How an emptied value shows: the plan hides no removal.
+const REMOVED: &str = "(removed)";
+
+fn shown_value(v: &str) -> &str {
+    if v.is_empty() { REMOVED } else { v }
 }
 
 /// The summary line of a plan: `Plan: X to create, Y to update, Z unchanged.`
@@ -114,13 +128,42 @@ pub fn plan_text(plan: &OfflinePlan) -> String {
         );
         details(&mut out, e, None);
     }
+    unmanaged(&mut out, &plan.unmanaged);
     let _ = writeln!(out, "{}", plan_summary_line(&plan.summary()));
     out
 }
 
+/// Most objects no manifest names that the text plan lists one by one.
+const UNMANAGED_SHOWN: usize = 20;
+
+fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
+    if objects.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Not named by these manifests (left alone): {} object(s)",
+        objects.len()
+    );
+    for o in objects.iter().take(UNMANAGED_SHOWN) {
+        let _ = writeln!(out, "    {} {} {:?}", o.kind, o.id, o.name);
+    }
+    if objects.len() > UNMANAGED_SHOWN {
+        let _ = writeln!(
+            out,
+            "    ... and {} more (see -o json)",
+            objects.len() - UNMANAGED_SHOWN
+        );
+    }
+}
+
 /// A plan as JSON: `{"resources": [...], "summary": {...}}`.
 pub fn plan_json(plan: &OfflinePlan) -> String {
-    let doc = json!({ "resources": plan.entries, "summary": plan.summary() });
+    let doc = json!({
+        "resources": plan.entries,
+        "unmanaged": plan.unmanaged,
+        "summary": plan.summary(),
+    });
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }
 

@@ -238,6 +238,13 @@ pub fn plan(
         ));
         request.allowed_ip = Some(join_ips(&d.allowed_ips));
     }
+    let mut notes = Vec::new();
+    if request.allowed_ip.as_deref() == Some("") {
+        notes.push(
+            "spec.allowedIps is empty: the key's address restriction is removed and it becomes usable from any address"
+                .into(),
+        );
+    }
     let action = if changes.is_empty() {
         Action::Unchanged { id: observed.id }
     } else {
@@ -250,7 +257,7 @@ pub fn plan(
     Ok(Plan {
         found: Some(found),
         action,
-        notes: Vec::new(),
+        notes,
     })
 }
 
