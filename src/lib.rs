@@ -15,6 +15,7 @@ pub mod cli;
 pub mod controller;
 pub mod crd;
 pub mod engine;
+pub mod failpoints;
 pub mod manifest;
 pub mod offline;
 pub mod reconcile;

@@ -103,6 +103,7 @@ where
     api_of(ctx, obj)
         .patch(&obj.name_any(), &PatchParams::default(), &patch)
         .await?;
+    fail::fail_point!(crate::failpoints::AFTER_CREATE_PENDING);
     Ok(())
 }
 

@@ -320,6 +320,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
         None => obj.converge(ctx, &old).await,
     };
+    fail::fail_point!(crate::failpoints::AFTER_CONVERGE);
     let (outcome, mut status, error, requeue, recheck_at_resync) = match converged {
         Ok(c) => (c.outcome, c.status, None, c.requeue, false),
         Err(f) => (f.outcome, f.status, f.error, None, f.recheck_at_resync),
@@ -341,6 +342,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // status holds the id, so that at any crash point the object is known as this resource's
     // own by `status.id` or by the pending marker, never by an external id alone (which would
     // read as an adoption).
+    fail::fail_point!(crate::failpoints::AFTER_STATUS);
     if let Some(id) = status.id()
         && obj.writes()
     {
