@@ -229,6 +229,12 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
         if is_paused(obj.as_ref()) {
             return Ok(Action::await_change());
         }
+        if obj.meta().deletion_timestamp.is_some()
+            && ctx.is_stalled(&object_uid(obj.as_ref()), obj.meta().generation)
+        {
+            // Its deletion was refused for good at this generation (see `stall_deletion`).
+            return Ok(Action::await_change());
+        }
         let ns = obj.namespace().ok_or(Error::MissingMetadata("namespace"))?;
         let api: Api<K> = Api::namespaced(ctx.kube.clone(), &ns);
         finalizer(&api, FINALIZER, obj, |event| async {
@@ -244,7 +250,12 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
                         // Another resource owns this API object: leave it alone.
                         return Ok(Action::await_change());
                     }
-                    o.cleanup(&ctx).await
+                    match o.cleanup(&ctx).await {
+                        Err(e) if !e.is_retryable() => {
+                            Err(stall_deletion(o.as_ref(), &ctx, &api, e).await)
+                        }
+                        other => other,
+                    }
                 }
             }
         })
@@ -252,6 +263,35 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
         .map_err(Error::from_finalizer)
     })
     .await
+}
+
+/// A cleanup that failed for good (the service refused the delete, or the key): the resource
+/// shows `Stalled` with the root cause and what to do, and the error goes to the error policy,
+/// which waits for a change (a 401 is checked again at the next resync) instead of looping. The
+/// finalizer stays, so the object at the service is never forgotten while it exists.
+async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Error) -> Error {
+    let reason = match &e {
+        Error::Api(a) if a.status() == Some(401) => "Unauthorized",
+        Error::Api(_) => "ApiRejected",
+        _ => "CleanupFailed",
+    };
+    let outcome = Outcome::Stalled {
+        reason,
+        message: format!(
+            "deleting the object at the service failed: {e}. The finalizer stays until the deletion succeeds: fix the cause, or set spec.deletionPolicy to Orphan to leave the object at the service"
+        ),
+    };
+    let mut status = obj.current_status();
+    set_conditions(status.conditions_mut(), &outcome, obj.meta().generation);
+    status.set_observed_generation(obj.meta().generation);
+    if let Err(write) = patch_status(api, &obj.name_any(), &status).await {
+        tracing::warn!(error = %write, "cannot report the failed deletion in status");
+    }
+    if e.needs_change() {
+        // Not tried again for this generation (this status write triggers a reconcile too).
+        ctx.mark_stalled(&object_uid(obj), obj.meta().generation);
+    }
+    e
 }
 
 /// What writing the status of `written` produced.

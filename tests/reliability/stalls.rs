@@ -158,3 +158,63 @@ async fn short_auth_outage_recovers_at_the_next_resync() {
     assert_eq!(posts(&rig), 1, "recovery created nothing");
     rig.stop_operator().await;
 }
+
+/// The service refuses a delete (400): the deleting resource shows `Stalled/ApiRejected` for its
+/// current generation, the metric names the cause, and the finalizer stays; setting
+/// `deletionPolicy: Orphan` then lets the deletion finish, leaving the key at the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_delete_stalls_the_deletion() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    rig.start_operator(Duration::from_secs(300));
+    let keys: Api<ApiKey> = rig.api();
+    keys.create(&PostParams::default(), &parse(GOOD_KEY))
+        .await
+        .unwrap();
+    let k = wait_key(&keys, "good", None, "Ready", |k| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| is_ready(k, &s.conditions))
+    })
+    .await;
+    rig.sim.faults().fail_next(1, 400);
+    keys.delete("good", &DeleteParams::default()).await.unwrap();
+    let stalled = wait_key(&keys, "good", None, "Stalled while deleting", |k| {
+        k.metadata.deletion_timestamp.is_some()
+            && stalled_reason(k).as_deref() == Some("ApiRejected")
+    })
+    .await;
+    let message = stalled
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Stalled")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains("deletionPolicy"),
+        "says what to do: {message}"
+    );
+    let metrics = rig.metrics.clone();
+    eventually("the refused delete counted by its cause", || {
+        metrics
+            .encode()
+            .contains(r#"mailtarget_reconciles_total{kind="ApiKey",result="bad_request"}"#)
+    })
+    .await;
+
+    keys.patch(
+        "good",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"deletionPolicy": "Orphan"}})),
+    )
+    .await
+    .unwrap();
+    wait_deleted(&keys, "good", &k.uid().unwrap()).await;
+    assert_eq!(
+        rig.sim.snapshot().api_keys.len(),
+        1,
+        "the key stays (Orphan)"
+    );
+    rig.stop_operator().await;
+}
