@@ -743,3 +743,104 @@ async fn plan_shows_removals_and_unmanaged_objects() {
     );
     assert!(shown.contains("SubAccount 1 \"team-a\""), "{shown}");
 }
+
+/// `--secrets-dir` never follows a symbolic link below the directory: a link planted as the
+/// file is replaced (its target untouched), a link planted as a directory is refused; an
+/// existing file gets mode 0600 whatever it had; a write that fails (the file's place is a
+/// directory, the directory is a file) fails the run naming the path.
+#[tokio::test]
+async fn secrets_dir_is_written_safely() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let sim = simulator().await;
+    let keys = examples().join("apikey-ci.yaml");
+    let keys = keys.to_str().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("target");
+    std::fs::write(&target, "untouched").unwrap();
+
+    // A link planted as the file: replaced by a private file, its target untouched.
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("default/ci-mailtarget-key");
+    std::fs::create_dir_all(&folder).unwrap();
+    symlink(&target, folder.join("apiKey")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+    let meta = std::fs::symlink_metadata(folder.join("apiKey")).unwrap();
+    assert!(meta.file_type().is_file(), "the link is replaced by a file");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+
+    // An existing world-readable file: rewritten with mode 0600.
+    std::fs::set_permissions(
+        folder.join("apiKey"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let meta = std::fs::metadata(folder.join("apiKey")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+
+    // A link planted as a directory: refused, nothing written outside.
+    let dir = tempfile::tempdir().unwrap();
+    symlink(outside.path(), dir.path().join("default")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("default"), "names the path: {shown}");
+    assert!(!outside.path().join("ci-mailtarget-key").exists());
+
+    // The file's place is a directory: the run fails naming it.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("default/ci-mailtarget-key/apiKey")).unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("ci-mailtarget-key/apiKey"), "{shown}");
+
+    // The directory is a file: nothing is created at the service.
+    let file = outside.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    sim.clear_request_log();
+    let other = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: fresh\nspec:\n  secretName: fresh\n";
+    let manifests = tempfile::tempdir().unwrap();
+    std::fs::write(manifests.path().join("k.yaml"), other).unwrap();
+    let out = run_binary(
+        &[
+            "apply",
+            "-f",
+            manifests.path().to_str().unwrap(),
+            "--secrets-dir",
+            file.to_str().unwrap(),
+        ],
+        Some(&sim),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "no key created whose value could not be stored"
+    );
+}
+
+/// `crds --out-dir` writes through no symbolic link and creates no missing parent.
+#[tokio::test]
+async fn crds_out_dir_is_written_safely() {
+    use std::os::unix::fs::symlink;
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("target");
+    std::fs::write(&target, "untouched").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    symlink(&target, dir.path().join("apikeys.mailtarget.co.yaml")).unwrap();
+    let out = run_binary(&["crds", "--out-dir", dir.path().to_str().unwrap()], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+
+    let missing = dir.path().join("a/b/crds");
+    let out = run_binary(&["crds", "--out-dir", missing.to_str().unwrap()], None).await;
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(!dir.path().join("a").exists(), "no parent created");
+}
