@@ -844,3 +844,21 @@ async fn crds_out_dir_is_written_safely() {
     assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     assert!(!dir.path().join("a").exists(), "no parent created");
 }
+
+/// Two resources writing one Secret (the same namespace and name) are refused before any API
+/// call, as the controller reports `SecretConflict`: neither value overwrites the other.
+#[tokio::test]
+async fn two_resources_writing_one_secret_are_refused() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: a\nspec:\n  secretName: shared\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\nspec:\n  domain: shared.example.com\n  dkimPrivateKeySecretName: shared\n";
+    let out = run_manifest("apply", dir.path(), "two.yaml", text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("Secret \"shared\""), "{shown}");
+    assert!(
+        shown.contains("ApiKey \"a\""),
+        "names the other writer: {shown}"
+    );
+    assert!(sim.request_log().is_empty(), "refused before any call");
+}
