@@ -8,7 +8,8 @@
 //! - [`manifest`]: reading and validating manifest files.
 //! - [`engine`]: the managed-resource engine: one implementation per kind, one driver.
 //! - [`reconcile`]: per-kind validation, lookup and plans not yet moved into [`engine`].
-//! - [`offline`]: `plan`/`apply` of manifest files without a cluster.
+//! - [`offline`]: `plan`/`apply`/`destroy` of manifest files without a cluster.
+//! - [`files`]: the one file writer (no symbolic link followed, temp file then rename).
 
 pub mod api;
 pub mod cli;
@@ -16,6 +17,7 @@ pub mod controller;
 pub mod crd;
 pub mod engine;
 pub mod failpoints;
+pub mod files;
 pub mod manifest;
 pub mod offline;
 pub mod reconcile;

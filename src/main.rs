@@ -51,10 +51,11 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
         print!("{}", generate::crds_yaml().map_err(render)?);
         return Ok(0);
     };
-    std::fs::create_dir_all(dir)?;
+    // No symbolic link below DIR is followed and no parent of DIR is created.
+    let dir = mailtarget_operator::files::SafeDir::open(dir)?;
     for crd in generate::all_crds() {
-        let path = dir.join(generate::file_name(&crd));
-        std::fs::write(&path, generate::crd_yaml(&crd).map_err(render)?)?;
+        let yaml = generate::crd_yaml(&crd).map_err(render)?;
+        let path = dir.write(&[&generate::file_name(&crd)], yaml.as_bytes(), 0o644)?;
         eprintln!("wrote {}", path.display());
     }
     Ok(0)

@@ -22,6 +22,9 @@ pub enum CliError {
     /// A local I/O failure (e.g. starting the simulator).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A file could not be written (see [`crate::files`]).
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
 }
 
 impl CliError {
@@ -30,7 +33,7 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Manifests(_) | CliError::Config(_) => 2,
-            CliError::Api(_) | CliError::Io(_) => 1,
+            CliError::Api(_) | CliError::Io(_) | CliError::File(_) => 1,
         }
     }
 }

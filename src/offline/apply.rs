@@ -1,6 +1,6 @@
 //! Executing an [`OfflinePlan`]: sub accounts, then API keys, then sending domains.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use futures::{StreamExt, stream};
 use secrecy::SecretString;
@@ -12,6 +12,7 @@ use crate::api::{Client, SubAccountDetail};
 use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::{ManagedKind, StepReport};
+use crate::files::SafeDir;
 use crate::reconcile::{Found, MatchedBy, natural_key, sendingdomain, subaccount};
 
 /// How many resources of one kind are applied at once. The client's request budget
@@ -72,7 +73,7 @@ impl ApplyReport {
 
 pub(crate) struct Ctx<'a> {
     pub(crate) client: &'a Client,
-    pub(crate) secrets_dir: Option<&'a Path>,
+    pub(crate) secrets_dir: Option<&'a SafeDir>,
 }
 
 pub(crate) fn outcome(entry: &Entry, result: &'static str) -> Outcome {
@@ -96,7 +97,11 @@ pub(crate) fn failed(entry: &Entry, error: impl std::fmt::Display) -> Outcome {
 ///
 /// Failures of single resources are outcomes with result `failed` and the API's message;
 /// the others go on.
-pub async fn run(client: &Client, plan: &OfflinePlan, secrets_dir: Option<&Path>) -> ApplyReport {
+pub async fn run(
+    client: &Client,
+    plan: &OfflinePlan,
+    secrets_dir: Option<&SafeDir>,
+) -> ApplyReport {
     if plan.has_errors() {
         let outcomes = plan
             .entries
@@ -192,7 +197,11 @@ fn write_secret(
     let Some(dir) = ctx.secrets_dir else { return };
     match secrets::write(dir, namespace, secret, key, value) {
         Ok(path) => o.secret_files.push(path),
-        Err(e) => o.entry.notes.push(e),
+        // The value was obtained but not stored: the run fails, naming the file.
+        Err(e) => {
+            o.result = "failed";
+            o.entry.error = Some(e.to_string());
+        }
     }
 }
 

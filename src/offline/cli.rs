@@ -85,6 +85,13 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
 pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
     let set = manifest::load(&args.plan.files)?;
     report_skipped(&set);
+    // Opened before any API call: a directory that cannot take the secrets stops the run before
+    // anything is created whose secret would be lost.
+    let secrets_dir = args
+        .secrets_dir
+        .as_deref()
+        .map(crate::files::SafeDir::open)
+        .transpose()?;
     let target = args.plan.api.connect(args.plan.simulate).await?;
     let plan = plan::build(&target.client, &set.resources).await?;
     if plan.has_errors() {
@@ -93,7 +100,7 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
         target.shutdown().await;
         return Ok(1);
     }
-    let report = apply::run(&target.client, &plan, args.secrets_dir.as_deref()).await;
+    let report = apply::run(&target.client, &plan, secrets_dir.as_ref()).await;
     print!(
         "{}",
         match args.plan.output {

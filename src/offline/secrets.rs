@@ -2,39 +2,29 @@
 //! --secrets-dir`: `DIR/<namespace>/<secretName>/<key>`, mirroring the Secret the controller
 //! would write, with mode 0600 (directories 0700).
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use secrecy::{ExposeSecret, SecretString};
 
-/// Writes `value` to `DIR/<namespace>/<secret_name>/<key>`, replacing an older file.
+use crate::files::{FileError, SafeDir};
+
+/// Writes `value` to `DIR/<namespace>/<secret_name>/<key>` with mode 0600, replacing an older
+/// file (whatever its mode) without following any symbolic link below `DIR` (see
+/// [`crate::files`]).
 ///
-/// Errors: I/O errors, with the path (never the value) in the message.
+/// Errors: the path (never the value) and what failed; the older file stays intact.
 pub fn write(
-    dir: &Path,
+    dir: &SafeDir,
     namespace: &str,
     secret_name: &str,
     key: &str,
     value: &SecretString,
-) -> Result<PathBuf, String> {
-    let folder = dir.join(namespace).join(secret_name);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&folder)
-        .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
-    let path = folder.join(key);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    file.write_all(value.expose_secret().as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(path)
+) -> Result<PathBuf, FileError> {
+    dir.write(
+        &[namespace, secret_name, key],
+        value.expose_secret().as_bytes(),
+        0o600,
+    )
 }
 
 #[cfg(test)]
@@ -47,7 +37,7 @@ mod tests {
     fn files_are_private() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(
-            dir.path(),
+            &SafeDir::open(dir.path()).unwrap(),
             "default",
             "ci-key",
             "apiKey",
