@@ -74,6 +74,27 @@ impl Resource {
             .is_some_and(crate::crd::is_paused)
     }
 
+    /// The Secrets the resource writes, with the field naming each: an ApiKey's
+    /// `spec.secretName`, a SubAccount's `spec.apiKey.secretName`, a SendingDomain's
+    /// `spec.dkimPrivateKeySecretName`.
+    pub fn secret_names(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            Resource::ApiKey(r) => vec![("spec.secretName", r.spec.secret_name.as_str())],
+            Resource::SubAccount(r) => r
+                .spec
+                .api_key
+                .iter()
+                .map(|k| ("spec.apiKey.secretName", k.secret_name.as_str()))
+                .collect(),
+            Resource::SendingDomain(r) => r
+                .spec
+                .dkim_private_key_secret_name
+                .iter()
+                .map(|s| ("spec.dkimPrivateKeySecretName", s.as_str()))
+                .collect(),
+        }
+    }
+
     /// `spec.managementPolicy`.
     pub fn management_policy(&self) -> crate::crd::ManagementPolicy {
         match self {

@@ -304,6 +304,7 @@ fn is_dns1123_subdomain(s: &str) -> bool {
 fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
     let mut objects: HashMap<(String, String, String), &Source> = HashMap::new();
     let mut natural: HashMap<(&'static str, String), (&Source, String)> = HashMap::new();
+    let mut secrets: HashMap<(String, String), (&Source, String)> = HashMap::new();
     for loaded in resources {
         let r = &loaded.resource;
         let id = format!("{} \"{}\"", r.kind(), r.name());
@@ -320,6 +321,19 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
                 message: format!("the same object is also defined at {first}; keep one definition"),
             });
             continue;
+        }
+        for (field, secret) in r.secret_names() {
+            if let Some((first, first_id)) = secrets.insert(
+                (r.namespace().to_string(), secret.to_string()),
+                (&loaded.source, id.clone()),
+            ) {
+                errors.push(ManifestError {
+                    source: Some(loaded.source.clone()),
+                    object: Some(id.clone()),
+                    field: Some(field.into()),
+                    message: format!("Secret \"{secret}\" is also written by {first_id} at {first}; each resource needs a Secret of its own (SecretConflict)"),
+                });
+            }
         }
         let (field, natural_key) = crate::reconcile::validate::natural_key(r);
         if let Some((first, first_id)) = natural.insert(
