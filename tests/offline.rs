@@ -862,3 +862,52 @@ async fn two_resources_writing_one_secret_are_refused() {
     );
     assert!(sim.request_log().is_empty(), "refused before any call");
 }
+
+/// Hostile manifest trees: a FIFO named `*.yaml` is reported, never opened (it would block); a
+/// directory loop through a symbolic link is read once; a deeply nested document is refused by
+/// a check made before parsing, which reads it once (parsing it would take time growing with
+/// the square of its depth).
+#[tokio::test]
+async fn hostile_manifest_trees_are_refused_quickly() {
+    use std::os::unix::fs::symlink;
+    let sim = simulator().await;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        examples().join("apikey-ci.yaml"),
+        dir.path().join("key.yaml"),
+    )
+    .unwrap();
+    let fifo = dir.path().join("blocked.yaml");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = run_binary(&["plan", "-f", dir.path().to_str().unwrap()], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("blocked.yaml"), "{shown}");
+    assert!(shown.contains("not a regular file"), "{shown}");
+    std::fs::remove_file(&fifo).unwrap();
+
+    symlink(dir.path(), dir.path().join("loop")).unwrap();
+    let out = run_binary(&["plan", "-f", dir.path().to_str().unwrap()], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "read once: {shown}");
+    assert!(shown.contains("Plan: 1 to create"), "{shown}");
+
+    let depth = 100_000;
+    let nested = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: x}}\nspec: {{secretName: s, x: {}{}}}\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let out = run_manifest("plan", dir.path(), "nested.yaml", &nested, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("nested deeper than"), "{shown}");
+    assert!(sim.request_log().is_empty());
+}
