@@ -905,9 +905,10 @@ async fn hostile_manifest_trees_are_refused_quickly() {
         "[".repeat(depth),
         "]".repeat(depth)
     );
+    sim.clear_request_log();
     let out = run_manifest("plan", dir.path(), "nested.yaml", &nested, &sim).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(2), "{shown}");
     assert!(shown.contains("nested deeper than"), "{shown}");
-    assert!(sim.request_log().is_empty());
+    assert!(sim.request_log().is_empty(), "refused before any call");
 }

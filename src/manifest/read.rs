@@ -38,12 +38,9 @@ pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
         }
     }
     for file in files {
-        match std::fs::read_to_string(&file) {
+        match read_file(&file) {
             Ok(text) => read_stream(&file, &text, &mut set, &mut errors),
-            Err(e) => errors.push(ManifestError::at_path(
-                &file,
-                format!("cannot read file: {e}"),
-            )),
+            Err(message) => errors.push(ManifestError::at_path(&file, message)),
         }
     }
     check_cross_document(&set.resources, &mut errors);
@@ -57,21 +54,18 @@ pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
 /// The path that stands for standard input (`-f -`, as kubectl reads it).
 pub const STDIN: &str = "-";
 
-/// Most bytes read from standard input; a larger stream is refused.
-const STDIN_LIMIT: u64 = 16 << 20;
-
 fn read_stdin(set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
     use std::io::Read;
     let name = Path::new("<stdin>");
     let mut text = String::new();
     match std::io::stdin()
         .lock()
-        .take(STDIN_LIMIT + 1)
+        .take(FILE_LIMIT + 1)
         .read_to_string(&mut text)
     {
-        Ok(n) if n as u64 > STDIN_LIMIT => errors.push(ManifestError::at_path(
+        Ok(n) if n as u64 > FILE_LIMIT => errors.push(ManifestError::at_path(
             name,
-            format!("standard input is larger than {} MiB", STDIN_LIMIT >> 20),
+            format!("standard input is larger than {} MiB", FILE_LIMIT >> 20),
         )),
         Ok(_) => read_stream(name, &text, set, errors),
         Err(e) => errors.push(ManifestError::at_path(
@@ -94,7 +88,30 @@ pub fn load_str(name: &str, text: &str) -> Result<ManifestSet, ManifestErrors> {
     }
 }
 
+/// Most bytes read from one manifest file or from standard input.
+const FILE_LIMIT: u64 = 16 << 20;
+
+/// Deepest nesting of flow collections (`[` and `{`) accepted; the YAML parser's own limit
+/// (128) is reached only after time that grows with the square of the depth, so deeper
+/// documents are refused by a scan made before parsing.
+const MAX_FLOW_DEPTH: usize = 64;
+
+/// Collects the manifest files under `path`: regular files only (a FIFO, socket or device named
+/// `*.yaml` is reported, never opened), each directory once (by device and inode, so a symbolic
+/// link loop ends), in name order.
 fn collect_files(path: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<ManifestError>) {
+    let mut seen = std::collections::HashSet::new();
+    walk(path, true, &mut seen, files, errors);
+}
+
+fn walk(
+    path: &Path,
+    named: bool,
+    seen: &mut std::collections::HashSet<(u64, u64)>,
+    files: &mut Vec<PathBuf>,
+    errors: &mut Vec<ManifestError>,
+) {
+    use std::os::unix::fs::MetadataExt;
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) => {
@@ -102,8 +119,28 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<Manifes
             return;
         }
     };
+    let is_manifest = |p: &Path| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+    };
     if meta.is_file() {
-        files.push(path.to_path_buf());
+        if named || is_manifest(path) {
+            files.push(path.to_path_buf());
+        }
+        return;
+    }
+    if !meta.is_dir() {
+        if named || is_manifest(path) {
+            errors.push(ManifestError::at_path(
+                path,
+                "not a regular file (a FIFO, socket or device); it is not opened",
+            ));
+        }
+        return;
+    }
+    if !seen.insert((meta.dev(), meta.ino())) {
+        // Already read: a symbolic link loop, or two links to one directory.
         return;
     }
     let entries = match std::fs::read_dir(path) {
@@ -119,19 +156,77 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<Manifes
     let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     children.sort();
     for child in children {
-        if child.is_dir() {
-            collect_files(&child, files, errors);
-        } else if child
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-        {
-            files.push(child);
-        }
+        walk(&child, false, seen, files, errors);
     }
 }
 
+/// Reads one manifest file, refusing one larger than [`FILE_LIMIT`].
+fn read_file(file: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut text = String::new();
+    let n = std::fs::File::open(file)
+        .and_then(|f| f.take(FILE_LIMIT + 1).read_to_string(&mut text))
+        .map_err(|e| format!("cannot read file: {e}"))?;
+    if n as u64 > FILE_LIMIT {
+        return Err(format!("larger than {} MiB", FILE_LIMIT >> 20));
+    }
+    Ok(text)
+}
+
+/// The line and column (1-based) where flow collections nest deeper than `limit`, if they do,
+/// in one pass over `text`: brackets inside quoted scalars and comments do not count.
+fn too_deep(text: &str, limit: usize) -> Option<(usize, usize)> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let (mut single, mut double, mut escaped, mut comment) = (false, false, false, false);
+    let mut previous = '\n';
+    for c in text.chars() {
+        column += 1;
+        if c == '\n' {
+            line += 1;
+            column = 0;
+            comment = false;
+        } else if comment {
+        } else if double {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => double = false,
+                _ => {}
+            }
+        } else if single {
+            single = c != '\'';
+        } else {
+            let starts_scalar =
+                previous.is_whitespace() || matches!(previous, '[' | '{' | ',' | ':');
+            match c {
+                '#' if previous.is_whitespace() => comment = true,
+                '"' if starts_scalar => double = true,
+                '\'' if starts_scalar => single = true,
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > limit {
+                        return Some((line, column));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        previous = c;
+    }
+    None
+}
+
 fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
+    if let Some((line, column)) = too_deep(text, MAX_FLOW_DEPTH) {
+        errors.push(ManifestError::at_path(
+            file,
+            format!(
+                "collections nested deeper than {MAX_FLOW_DEPTH} levels at line {line} column {column}; not parsed"
+            ),
+        ));
+        return;
+    }
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let source = Source {
             file: file.to_path_buf(),
@@ -362,5 +457,19 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::too_deep;
+
+    /// Brackets count in flow collections only: not in quoted scalars, nor in comments.
+    #[test]
+    fn counts_flow_nesting_only() {
+        assert_eq!(too_deep("a: [[[x]]]\n", 2), Some((1, 6)));
+        assert_eq!(too_deep("a: [[x]]\n", 2), None);
+        assert_eq!(too_deep("a: \"[[[[\"\nb: '{{{{'\n# [[[[\n", 2), None);
+        assert_eq!(too_deep("note: it's [[[x]]]\n", 2), Some((1, 14)));
     }
 }
