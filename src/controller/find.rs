@@ -3,9 +3,9 @@
 //! resource confirmed against a newer list, and the ownership check of [`super::claims`].
 
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 use super::cache::CachedList;
 use super::claims::Claimant;
@@ -32,6 +32,30 @@ pub fn gone_is_none<T>(read: Result<T, ApiError>) -> Result<Option<T>, ApiError>
         Ok(v) => Ok(Some(v)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// Margin over the creation time of a resource for the list that confirms a verdict: the
+/// timestamp's one-second granularity plus clock skew between the API server and the operator.
+const CREATION_MARGIN: Duration = Duration::from_secs(2);
+
+/// How new a list must be to confirm a verdict other than a match. For a resource that records
+/// no object yet, a list read after the resource was created (plus [`CREATION_MARGIN`]): any
+/// object created at the service before the resource was applied is in it, and resources
+/// applied together share one read. Otherwise, a list read after this reconcile began.
+fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant {
+    let now = Instant::now();
+    let created = obj.meta().creation_timestamp.as_ref();
+    match (recorded, created) {
+        (None, Some(created)) => {
+            let age = std::time::SystemTime::now()
+                .duration_since(std::time::SystemTime::from(created.0))
+                .unwrap_or_default();
+            now.checked_sub(age.saturating_sub(CREATION_MARGIN))
+                .unwrap_or(now)
+                .min(now)
+        }
+        _ => now,
     }
 }
 
@@ -67,7 +91,7 @@ pub struct Query<'a> {
 
 /// The API object `obj` manages: `lookup` run on the list `fresh` returns (a cached list no
 /// older than its maximum age), with any verdict other than a match confirmed against a list
-/// read after this call began ([`needs_newer_list`]), and the id the resource records
+/// new enough ([`needs_newer_list`], [`newer_than`]), and the id the resource records
 /// (`status.id`), when absent from the list, confirmed with one read of that object
 /// (`confirm`: `None` when the service says it does not exist), so that an object missing from
 /// a list page (offset paging while something is deleted) is never created again.
@@ -101,9 +125,9 @@ where
     let external_id = validate::external_id(Some(obj.annotations()))
         .ok()
         .flatten();
-    let began = Instant::now();
+    let since = newer_than(obj, old.id());
     let list = fresh().await.map_err(|e| Failure::api(e, &doing, old))?;
-    let list = if list.doubt(began, |items| needs_newer_list(&lookup(items, external_id))) {
+    let list = if list.doubt(since, |items| needs_newer_list(&lookup(items, external_id))) {
         fresh().await.map_err(|e| Failure::api(e, &doing, old))?
     } else {
         list
