@@ -912,3 +912,52 @@ async fn hostile_manifest_trees_are_refused_quickly() {
     assert!(shown.contains("nested deeper than"), "{shown}");
     assert!(sim.request_log().is_empty(), "refused before any call");
 }
+
+/// A server that answers every page of a list with the same items and a huge `count` makes the
+/// walk stop at the first page that adds no new id, with a clear error, after a handful of
+/// requests (not thousands).
+#[tokio::test]
+async fn a_list_repeating_one_page_stops_the_walk() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = served.clone();
+    let app = axum::Router::new().fallback(move || {
+        let counter = counter.clone();
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            axum::Json(serde_json::json!({
+                "apiKeys": [{"id": 1, "key": "k", "name": "one", "permissionType": "full",
+                             "subAccountId": 0, "subAccountName": "", "createdAt": 1}],
+                "subAccounts": [{"id": 1, "name": "one", "status": "active", "createdAt": 1}],
+                "sendingDomain": [],
+                "count": 1_000_000_000
+            }))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
+    cmd.args([
+        "plan",
+        "-f",
+        examples().join("apikey-ci.yaml").to_str().unwrap(),
+    ])
+    .env_remove("RUST_LOG")
+    .env("MAILTARGET_API_KEY", KEY)
+    .env("MAILTARGET_API_URL", format!("http://{addr}"))
+    .env("MAILTARGET_TRANSMISSION_URL", format!("http://{addr}/v1"))
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("finished within 60 s")
+        .unwrap();
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("no new"), "says why: {shown}");
+    let requests = served.load(Ordering::SeqCst);
+    assert!(requests <= 10, "{requests} requests");
+}
