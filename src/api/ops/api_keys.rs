@@ -26,17 +26,21 @@ impl Client {
     /// # Errors
     /// The first failing page's error.
     pub async fn list_all_api_keys(&self, query: &ListApiKeysQuery) -> Result<Vec<ApiKeyListItem>> {
-        collect_pages(LIST_API_KEYS.label, |page| {
-            let query = ListApiKeysQuery {
-                page: Some(page),
-                size: Some(LIST_ALL_PAGE_SIZE),
-                ..query.clone()
-            };
-            async move {
-                let list = self.list_api_keys(&query).await?;
-                Ok((list.api_keys, list.count))
-            }
-        })
+        collect_pages(
+            LIST_API_KEYS.label,
+            |i: &ApiKeyListItem| i.id,
+            |page| {
+                let query = ListApiKeysQuery {
+                    page: Some(page),
+                    size: Some(LIST_ALL_PAGE_SIZE),
+                    ..query.clone()
+                };
+                async move {
+                    let list = self.list_api_keys(&query).await?;
+                    Ok((list.api_keys, list.count))
+                }
+            },
+        )
         .await
     }
 

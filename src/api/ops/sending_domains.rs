@@ -48,17 +48,21 @@ impl Client {
         &self,
         query: &ListSendingDomainsQuery,
     ) -> Result<Vec<SendingDomainListItem>> {
-        collect_pages(LIST_SENDING_DOMAINS.label, |page| {
-            let query = ListSendingDomainsQuery {
-                page: Some(page),
-                size: Some(LIST_ALL_PAGE_SIZE),
-                ..query.clone()
-            };
-            async move {
-                let list = self.list_sending_domains(&query).await?;
-                Ok((list.sending_domain, list.count))
-            }
-        })
+        collect_pages(
+            LIST_SENDING_DOMAINS.label,
+            |i: &SendingDomainListItem| i.id,
+            |page| {
+                let query = ListSendingDomainsQuery {
+                    page: Some(page),
+                    size: Some(LIST_ALL_PAGE_SIZE),
+                    ..query.clone()
+                };
+                async move {
+                    let list = self.list_sending_domains(&query).await?;
+                    Ok((list.sending_domain, list.count))
+                }
+            },
+        )
         .await
     }
 

@@ -33,17 +33,21 @@ impl Client {
         &self,
         query: &ListSubAccountsQuery,
     ) -> Result<Vec<SubAccountListItem>> {
-        collect_pages(LIST_SUB_ACCOUNTS.label, |page| {
-            let query = ListSubAccountsQuery {
-                page: Some(page),
-                size: Some(LIST_ALL_PAGE_SIZE),
-                ..query.clone()
-            };
-            async move {
-                let list = self.list_sub_accounts(&query).await?;
-                Ok((list.sub_accounts, list.count))
-            }
-        })
+        collect_pages(
+            LIST_SUB_ACCOUNTS.label,
+            |i: &SubAccountListItem| i.id,
+            |page| {
+                let query = ListSubAccountsQuery {
+                    page: Some(page),
+                    size: Some(LIST_ALL_PAGE_SIZE),
+                    ..query.clone()
+                };
+                async move {
+                    let list = self.list_sub_accounts(&query).await?;
+                    Ok((list.sub_accounts, list.count))
+                }
+            },
+        )
         .await
     }
 
