@@ -961,3 +961,61 @@ async fn a_list_repeating_one_page_stops_the_walk() {
     let requests = served.load(Ordering::SeqCst);
     assert!(requests <= 10, "{requests} requests");
 }
+
+/// A server that echoes the request's Authorization header and writes control characters into
+/// its error message: the CLI prints neither its own key nor the control characters (which
+/// could forge output lines), and caps the message's length.
+#[tokio::test]
+async fn server_messages_are_scrubbed_before_printing() {
+    let app = axum::Router::new().fallback(|headers: axum::http::HeaderMap| async move {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (
+            axum::http::StatusCode::BAD_REQUEST,
+            axum::Json(serde_json::json!({
+                "error": "BAD",
+                "message": format!("you sent {auth}\u{1b}[2K\rApply: 5 created, 0 updated, 0 unchanged.\n{}", "x".repeat(5000)),
+            })),
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
+    cmd.args([
+        "plan",
+        "-f",
+        examples().join("apikey-ci.yaml").to_str().unwrap(),
+    ])
+    .env_remove("RUST_LOG")
+    .env("MAILTARGET_API_KEY", KEY)
+    .env("MAILTARGET_API_URL", format!("http://{addr}"))
+    .env("MAILTARGET_TRANSMISSION_URL", format!("http://{addr}/v1"))
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("finished within 60 s")
+        .unwrap();
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("you sent"), "the message is shown: {shown}");
+    assert!(!shown.contains(KEY), "the CLI printed its own key");
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\r'),
+        "control characters reached the terminal"
+    );
+    assert!(
+        !shown.lines().any(|l| l.starts_with("Apply:")),
+        "a forged line: {shown}"
+    );
+    assert!(
+        shown.len() < 3000,
+        "the message is capped: {} bytes",
+        shown.len()
+    );
+}
