@@ -53,6 +53,8 @@ struct Inner {
     max_response_bytes: usize,
     budget: Budget,
     observer: Option<Arc<dyn RequestObserver>>,
+    /// The key the client sends, to scrub it from anything the service answers.
+    credential: SecretString,
 }
 
 impl Client {
@@ -91,6 +93,7 @@ impl Client {
                 max_response_bytes: config.max_response_bytes,
                 budget: Budget::new(config.max_concurrency, config.requests_per_second),
                 observer: config.observer,
+                credential: config.api_key,
             }),
         })
     }
@@ -272,12 +275,10 @@ impl Client {
                 .await
                 .map(|body| body.bytes)
                 .unwrap_or_default();
-            Err(ApiError::from_status(
-                endpoint.label,
-                code,
-                retry_after,
-                &body,
-            ))
+            Err(
+                ApiError::from_status(endpoint.label, code, retry_after, &body)
+                    .scrubbed(self.inner.credential.expose_secret()),
+            )
         }
     }
 

@@ -207,6 +207,60 @@ impl ApiError {
     /// Maps a non-2xx answer to an error.
     ///
     /// `body` is the (possibly truncated) error body; `retry_after` the parsed `Retry-After`.
+    /// The same error with every text that came from the service made safe to print and log
+    /// ([`scrub`]): a server that echoes the request cannot make the client show its own
+    /// credential, nor forge terminal output with control characters.
+    pub(crate) fn scrubbed(self, credential: &str) -> Self {
+        let s = |t: String| scrub(&t, credential);
+        match self {
+            Self::NotFound {
+                endpoint,
+                status,
+                error,
+                message,
+            } => Self::NotFound {
+                endpoint,
+                status,
+                error: s(error),
+                message: s(message),
+            },
+            Self::Unauthorized { endpoint, message } => Self::Unauthorized {
+                endpoint,
+                message: s(message),
+            },
+            Self::BadRequest {
+                endpoint,
+                error,
+                message,
+            } => Self::BadRequest {
+                endpoint,
+                error: s(error),
+                message: s(message),
+            },
+            Self::Rejected {
+                endpoint,
+                status,
+                error,
+                message,
+            } => Self::Rejected {
+                endpoint,
+                status,
+                error: s(error),
+                message: s(message),
+            },
+            Self::Server {
+                endpoint,
+                status,
+                body,
+            } => Self::Server {
+                endpoint,
+                status,
+                body: s(body),
+            },
+            other => other,
+        }
+    }
+
     pub(crate) fn from_status(
         endpoint: &'static str,
         status: u16,
@@ -254,6 +308,29 @@ impl ApiError {
             },
         }
     }
+}
+
+/// Longest text from the service kept in an error, in characters.
+pub const MAX_SERVICE_TEXT_CHARS: usize = 300;
+
+/// `text` (from the service) made safe to print and log: every occurrence of `credential` (the
+/// client's own key) replaced by `[REDACTED]`, control characters (newlines, escapes, carriage
+/// returns) replaced by spaces, and cut to [`MAX_SERVICE_TEXT_CHARS`] characters with `…`.
+pub fn scrub(text: &str, credential: &str) -> String {
+    let redacted = if credential.is_empty() {
+        text.to_string()
+    } else {
+        text.replace(credential, "[REDACTED]")
+    };
+    let mut out: String = redacted
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_SERVICE_TEXT_CHARS)
+        .collect();
+    if redacted.chars().count() > MAX_SERVICE_TEXT_CHARS {
+        out.push('…');
+    }
+    out
 }
 
 /// True when an `error` code says "not found" (`NOT_FOUND`, `not found`, `NotFound`, ...).
