@@ -316,14 +316,19 @@ async fn settle(
 }
 
 /// Requests the operator made to the Kubernetes API, by endpoint, among `log` entries: the
-/// benchmark's own requests (its creates, merge patches and label-selected watches) excluded.
+/// benchmark's own requests (its creates, merge patches and label-selected watches) excluded;
+/// the operator's merge patches (its identity annotations) carry its field manager.
 fn kube_calls(log: &[mailtarget_test_apiserver::LoggedRequest]) -> BTreeMap<String, usize> {
     let mut by = BTreeMap::new();
     for r in log {
         let mine = (r.method == "POST" && r.path_and_query.contains("/mailtarget.co/"))
-            || r.content_type
+            || (r
+                .content_type
                 .as_deref()
                 .is_some_and(|c| c.contains("merge-patch"))
+                && !r
+                    .path_and_query
+                    .contains("fieldManager=mailtarget-operator"))
             || r.path_and_query.contains("labelSelector=bench");
         if !mine {
             *by.entry(calls::kube_template(&r.method, &r.path_and_query))

@@ -16,7 +16,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::context::Context;
+use super::context::{Context, FIELD_MANAGER};
 use crate::crd::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID, AdoptionPolicy,
 };
@@ -72,6 +72,14 @@ where
     Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default())
 }
 
+/// Merge patches of the identity annotations, made as the operator's field manager.
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    }
+}
+
 fn patch_annotations<K>(annotations: serde_json::Value) -> Patch<serde_json::Value>
 where
     K: Resource<DynamicType = ()>,
@@ -101,7 +109,7 @@ where
         ANNOTATION_EXTERNAL_ID: null,
     }));
     api_of(ctx, obj)
-        .patch(&obj.name_any(), &PatchParams::default(), &patch)
+        .patch(&obj.name_any(), &patch_params(), &patch)
         .await?;
     fail::fail_point!(crate::failpoints::AFTER_CREATE_PENDING);
     Ok(())
@@ -128,7 +136,7 @@ where
         ANNOTATION_CREATE_PENDING: null,
     }));
     api_of(ctx, obj)
-        .patch(&obj.name_any(), &PatchParams::default(), &patch)
+        .patch(&obj.name_any(), &patch_params(), &patch)
         .await?;
     Ok(())
 }
