@@ -177,6 +177,30 @@ impl Operator {
         }
     }
 
+    /// The watch of kind `K` (this operator's namespace and label selector) that fills
+    /// `writer`'s cache, with `managedFields` dropped: the operator never reads them, and every
+    /// write to a resource adds an entry, so they would be most of a cached object.
+    fn cached_watch<K>(
+        &self,
+        writer: reflector::store::Writer<K>,
+    ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        reflector(
+            writer,
+            watcher(self.api::<K>(), self.watcher_config())
+                .modify(|o| o.managed_fields_mut().clear())
+                .default_backoff(),
+        )
+    }
+
     fn watcher_config(&self) -> watcher::Config {
         let config = watcher::Config::default().any_semantic();
         match &self.label_selector {
@@ -231,9 +255,9 @@ impl Operator {
 
         // The ApiKey controller's cache, read by the SubAccount watch below to find the keys
         // that reference a changed sub account.
-        let keys_controller = Controller::new(self.api::<ApiKey>(), self.watcher_config());
-        let keys_store = keys_controller.store();
+        let (keys_store, keys_writer) = reflector::store::<ApiKey>();
         let _ = self.ctx.claims.api_keys.set(keys_store.clone());
+        let key_events = self.cached_watch(keys_writer).applied_objects();
 
         // SubAccounts are watched once: the watch fills the SubAccount controller's cache and,
         // after the cache holds a change, triggers the ApiKeys that reference the sub account.
@@ -241,17 +265,15 @@ impl Operator {
         // separate watch of its own, it could run ahead of the cache and need a GET).
         let (subs_store, subs_writer) = reflector::store::<SubAccount>();
         let _ = self.ctx.claims.sub_accounts.set(subs_store.clone());
-        let (referencing_keys, keys_of_subs) = ReferencingKeys::channel(keys_store);
-        let sub_events = reflector(
-            subs_writer,
-            watcher(self.api::<SubAccount>(), self.watcher_config()),
-        )
-        .inspect(move |event| {
-            if let Some(sub) = touched(event) {
-                referencing_keys.trigger(sub);
-            }
-        })
-        .applied_objects();
+        let (referencing_keys, keys_of_subs) = ReferencingKeys::channel(keys_store.clone());
+        let sub_events = self
+            .cached_watch(subs_writer)
+            .inspect(move |event| {
+                if let Some(sub) = touched(event) {
+                    referencing_keys.trigger(sub);
+                }
+            })
+            .applied_objects();
         let sub_accounts = Controller::for_stream(sub_events, subs_store)
             .reconcile_on(subs_trigger)
             .with_config(config.clone())
@@ -263,7 +285,7 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        let api_keys = keys_controller
+        let api_keys = Controller::for_stream(key_events, keys_store)
             .reconcile_on(keys_trigger)
             .reconcile_on(keys_of_subs)
             .with_config(config.clone())
@@ -275,14 +297,10 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        let domains_controller =
-            Controller::new(self.api::<SendingDomain>(), self.watcher_config());
-        let _ = self
-            .ctx
-            .claims
-            .sending_domains
-            .set(domains_controller.store());
-        let domains = domains_controller
+        let (domains_store, domains_writer) = reflector::store::<SendingDomain>();
+        let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
+        let domain_events = self.cached_watch(domains_writer).applied_objects();
+        let domains = Controller::for_stream(domain_events, domains_store)
             .reconcile_on(domains_trigger)
             .with_config(config)
             .graceful_shutdown_on(stop())
