@@ -73,6 +73,9 @@ async fn main() -> ExitCode {
         Command::Run(args) if args.log_format == LogFormat::Json => builder.json().init(),
         _ => builder.init(),
     }
+    // With `plan --detailed-exitcode`, 2 means "changes pending": every error exits 1, as with
+    // Terraform.
+    let errors_exit_1 = matches!(&cli.command, Command::Plan(args) if args.detailed_exitcode);
     let result: Result<i32, CliError> = match cli.command {
         Command::Crds { out_dir } => crds(out_dir.as_deref()),
         Command::Plan(args) => run_plan(args).await,
@@ -88,7 +91,7 @@ async fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(e.exit_code())
+            ExitCode::from(if errors_exit_1 { 1 } else { e.exit_code() })
         }
     }
 }

@@ -657,6 +657,14 @@ async fn stdin_and_exit_codes() {
     );
     let out = run_binary_with_stdin(&["plan", "-f", "-"], &sim, "kind: [unclosed\n").await;
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    // With --detailed-exitcode, 2 means changes pending: invalid input exits 1.
+    let out = run_binary_with_stdin(
+        &["plan", "-f", "-", "--detailed-exitcode"],
+        &sim,
+        "kind: [unclosed\n",
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
 }
 
 /// `destroy` carries out each resource's deletion policy: `Delete` deletes the key or domain,

@@ -204,9 +204,6 @@ impl ApiError {
         }
     }
 
-    /// Maps a non-2xx answer to an error.
-    ///
-    /// `body` is the (possibly truncated) error body; `retry_after` the parsed `Retry-After`.
     /// The same error with every text that came from the service made safe to print and log
     /// ([`scrub`]): a server that echoes the request cannot make the client show its own
     /// credential, nor forge terminal output with control characters.
@@ -261,6 +258,9 @@ impl ApiError {
         }
     }
 
+    /// Maps a non-2xx answer to an error.
+    ///
+    /// `body` is the (possibly truncated) error body; `retry_after` the parsed `Retry-After`.
     pub(crate) fn from_status(
         endpoint: &'static str,
         status: u16,

@@ -330,7 +330,12 @@ async fn observe(
         Some(d) => apikey::status_from_detail(d),
         None => apikey::status_from_list_item(item, old),
     };
-    if let Err(e) = secrets::ensure(ctx, obj, &obj.spec.secret_name, SECRET_KEY, &item.key).await {
+    // Observing is not owning: the value of a key the resource did not create is exported only
+    // under an adoption policy (else any namespace could copy any key by naming it).
+    if identity::adoption_policy(ctx, obj).is_some()
+        && let Err(e) =
+            secrets::ensure(ctx, obj, &obj.spec.secret_name, SECRET_KEY, &item.key).await
+    {
         tracing::warn!(object = %object_key(obj), error = %e, "cannot write the key Secret");
     }
     let outcome = if plan.writes() {

@@ -40,13 +40,16 @@ pub fn gone_is_none<T>(read: Result<T, ApiError>) -> Result<Option<T>, ApiError>
 const CREATION_MARGIN: Duration = Duration::from_secs(2);
 
 /// How new a list must be to confirm a verdict other than a match. For a resource that records
-/// no object yet, a list read after the resource was created (plus [`CREATION_MARGIN`]): any
-/// object created at the service before the resource was applied is in it, and resources
-/// applied together share one read. Otherwise, a list read after this reconcile began.
+/// no object yet and has no create in flight, a list read after the resource was created (plus
+/// [`CREATION_MARGIN`]): any object created at the service before the resource was applied is
+/// in it, and resources applied together share one read. Otherwise (a create may have
+/// happened, or the recorded object is missing), a list read after this reconcile began.
 fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant {
     let now = Instant::now();
     let created = obj.meta().creation_timestamp.as_ref();
     match (recorded, created) {
+        // A create may have happened after any list read so far.
+        _ if identity::is_pending(obj) => now,
         (None, Some(created)) => {
             let age = std::time::SystemTime::now()
                 .duration_since(std::time::SystemTime::from(created.0))
@@ -57,6 +60,15 @@ fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant {
         }
         _ => now,
     }
+}
+
+/// True when the last reconcile that wrote `status` only observed (ObserveOnly): its `Ready`
+/// reason is `Observed` or `DriftDetected`.
+fn observed<S: ManagedStatus>(status: &S) -> bool {
+    status
+        .conditions()
+        .iter()
+        .any(|c| c.type_ == "Ready" && matches!(c.reason.as_str(), "Observed" | "DriftDetected"))
 }
 
 /// What a lookup in a list concluded.
@@ -132,7 +144,9 @@ where
     } else {
         list
     };
-    let owned = old.id();
+    // The id status records is the resource's own unless an ObserveOnly reconcile recorded it
+    // (observing is not owning: switching to Full then needs an adoption policy).
+    let owned = old.id().filter(|_| !observed(old));
     let verdict = |external_id| {
         list.read(|items| Verdict::of(lookup(items, external_id), K::NOUN, query.key))
     };
@@ -163,7 +177,9 @@ where
     let found = match verdict {
         Verdict::Match(item, how) => Some((item, how)),
         Verdict::Missing => None,
-        Verdict::Blocked(reason, message) => return Err(Failure::stalled(reason, message, old)),
+        // Fixed by an annotation (external-id) or at the service: checked again at resync and on
+        // any change of the resource, not only a spec change.
+        Verdict::Blocked(reason, message) => return Err(Failure::blocked(reason, message, old)),
     };
     if !obj.writes() {
         return Ok(found);
@@ -176,7 +192,11 @@ where
             if let Some(message) =
                 identity::refuse_adoption(ctx, obj, owned, *how, query.by_name_is_own, K::NOUN)
             {
-                return Err(Failure::blocked("AlreadyExists", message, old));
+                // Not this resource's: status must not name it (deleting the resource would
+                // then delete it, and a later reconcile would take it for its own).
+                let mut status = old.clone();
+                status.clear_id();
+                return Err(Failure::blocked("AlreadyExists", message, &status));
             }
         }
         None if identity::adoption_policy(ctx, obj) == Some(AdoptionPolicy::Adopt) => {

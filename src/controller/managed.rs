@@ -148,9 +148,11 @@ impl<S: Clone> Failure<S> {
     }
 
     /// The spec has problems the schema could not catch: `Stalled` with reason `InvalidSpec`
-    /// listing each field and what to fix.
+    /// listing each field and what to fix. Some live in annotations (`external-id`,
+    /// `adoption-policy`), which do not change the generation, so the resource is checked again
+    /// at resync and on any change (validation costs no API call).
     pub fn invalid_spec(problems: &[crate::reconcile::Problem], status: &S) -> Box<Self> {
-        Self::stalled(
+        Self::blocked(
             "InvalidSpec",
             crate::reconcile::validate::describe(problems),
             status,
@@ -361,6 +363,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         None => obj.converge(ctx, &old).await,
     };
     fail::fail_point!(crate::failpoints::AFTER_CONVERGE);
+    let converged_ok = converged.is_ok();
     let (outcome, mut status, error, requeue, recheck_at_resync) = match converged {
         Ok(c) => (c.outcome, c.status, None, c.requeue, false),
         Err(f) => (f.outcome, f.status, f.error, None, f.recheck_at_resync),
@@ -383,8 +386,11 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // own by `status.id` or by the pending marker, never by an external id alone (which would
     // read as an adoption).
     fail::fail_point!(crate::failpoints::AFTER_STATUS);
+    // Only a converge that matched or created the object records it: a failed one carries the
+    // previous status, which must not overwrite an external id the user just changed.
     if let Some(id) = status.id()
         && obj.writes()
+        && converged_ok
     {
         identity::record(ctx, obj, id).await?;
     }

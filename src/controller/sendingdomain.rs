@@ -284,7 +284,11 @@ async fn converge(
     }
 
     // The DKIM private key, when asked for, into its Secret.
-    if let Some(secret_name) = &desired.dkim_private_key_secret_name {
+    // Under ObserveOnly the private key is exported only with an adoption policy (observing is
+    // not owning).
+    if let Some(secret_name) = &desired.dkim_private_key_secret_name
+        && (may_write || identity::adoption_policy(ctx, obj).is_some())
+    {
         let integrity = secrets::check(ctx, obj, secret_name, DKIM_SECRET_KEY)
             .await
             .map_err(|e| Failure::kube("SecretWriteFailed", e, &status))?;

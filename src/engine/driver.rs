@@ -253,11 +253,12 @@ async fn run_step<K: ManagedKind>(
         }
         // Already gone counts as deleted; nothing is left to read.
         StepAction::Delete => {
-            let target = id.take();
-            match K::run(client, &step.request, target).await {
+            let answer = match K::run(client, &step.request, *id).await {
                 Err(e) if e.is_not_found() => None,
                 other => other?,
-            }
+            };
+            *id = None;
+            answer
         }
         _ => K::run(client, &step.request, *id).await?,
     };

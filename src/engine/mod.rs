@@ -5,9 +5,9 @@
 //! of [`Step`]s and executes them. Every API call is a step with the condition under which it
 //! runs, so a plan lists every call an apply may make.
 //!
-//! Where the move stands (issue "One managed-resource engine"): the cluster-less `plan`/`apply`
-//! runs SendingDomains through this engine; SubAccounts and ApiKeys, and the controller, still
-//! use `crate::reconcile` with their own executors and move here one at a time.
+//! Where the move stands (issue "One managed-resource engine"): the cluster-less
+//! `plan`/`apply`/`destroy` run every kind through this engine; the controller still runs its
+//! own per-kind executors on `crate::reconcile` and moves here next.
 
 pub mod driver;
 pub mod kinds;
@@ -52,6 +52,16 @@ pub struct PlannedStep<R> {
     pub step: Step,
     /// The kind's request of this step.
     pub request: R,
+}
+
+/// The id a step acts on: every step but a create needs one.
+///
+/// Errors: [`ApiError::InvalidRequest`] for `endpoint` when there is none (no request is sent).
+pub fn target(endpoint: &'static str, id: Option<i64>) -> Result<i64, ApiError> {
+    id.ok_or_else(|| ApiError::InvalidRequest {
+        endpoint,
+        message: "no object id for this step".into(),
+    })
 }
 
 /// A secret value obtained from the service, to be stored where the spec says (a Kubernetes

@@ -38,7 +38,7 @@ pub struct Outcome {
     /// Files written under `--secrets-dir` (paths only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secret_files: Vec<PathBuf>,
-    /// Each planned API call with what became of it (kinds on the engine: SendingDomain).
+    /// Each planned API call with what became of it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepReport>,
 }

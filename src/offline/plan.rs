@@ -37,8 +37,7 @@ pub struct Entry {
     /// Differences the interface cannot change, and other remarks.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// Every API call `apply` may make for this resource, in order, with its condition (kinds
-    /// on the engine: SendingDomain).
+    /// Every API call `apply` may make for this resource, in order, with its condition.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<EngineStep>,
     /// Why nothing can be done for this resource (action `error`).

@@ -305,9 +305,30 @@ async fn an_id_missing_from_a_list_is_confirmed_before_any_create() {
             .any(|r| (r.method == "GET" && r.path == confirm) || r.method == "POST")
     })
     .await;
+    // Let a further resync read the (still hiding) list again, then check nothing was created.
+    let lists_before = list_reads(&rig);
+    eventually("a later list read", || list_reads(&rig) > lists_before).await;
+    eventually("the reconcile after that list read", || {
+        rig.sim
+            .request_log()
+            .iter()
+            .filter(|r| r.path == confirm)
+            .count()
+            >= 2
+            || posts(&rig) > 0
+    })
+    .await;
     assert_eq!(posts(&rig), 0, "no second key: {:?}", rig.writes());
     assert_eq!(rig.sim.snapshot().api_keys.len(), 1);
     rig.stop_operator().await;
+}
+
+fn list_reads(rig: &Rig) -> usize {
+    rig.sim
+        .request_log()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path == "/api-key")
+        .count()
 }
 
 /// Resources written by releases that recorded the id in `status.id` only: the first reconcile
@@ -347,5 +368,45 @@ async fn upgrade_from_status_id_only_records_the_identity() {
         .any(|c| c.type_ == "Stalled" && format!("{:?}", c.status) == "True");
     assert!(!stalled);
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    rig.stop_operator().await;
+}
+
+/// Observing is not owning: an `ObserveOnly` ApiKey naming another's key exports no value
+/// without an adoption policy, and switching it to `Full` does not take the key over either
+/// (`AlreadyExists`, no write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observing_is_not_owning() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    service_key(&operator_client(&rig.sim), "seen").await;
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    let keys: Api<ApiKey> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+    create(
+        &keys,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: seen}\nspec: {secretName: seen-key, managementPolicy: ObserveOnly}\n",
+    )
+    .await;
+    wait_for(&keys, "seen", "Ready (observed)", ready).await;
+    assert!(
+        secrets.get_opt("seen-key").await.unwrap().is_none(),
+        "no value exported without an adoption policy"
+    );
+    keys.patch(
+        "seen",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"managementPolicy": "Full"}})),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &keys,
+        "seen",
+        "Stalled/AlreadyExists",
+        stalled("AlreadyExists"),
+    )
+    .await;
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    assert!(secrets.get_opt("seen-key").await.unwrap().is_none());
     rig.stop_operator().await;
 }

@@ -8,7 +8,7 @@ use crate::api::{
     ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, ListApiKeysQuery, UpdateApiKey,
 };
 use crate::crd::{ApiKey, DeletionPolicy};
-use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
+use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction, target};
 use crate::reconcile::apikey::{self, Desired, Observed};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::{Action, Found, Lookup, Problem};
@@ -148,9 +148,12 @@ impl ManagedKind for ApiKey {
         call: &Call,
         id: Option<i64>,
     ) -> Result<Option<ApiKeyDetail>, ApiError> {
-        let id = id.unwrap_or_default();
+        if let Call::Create(req) = call {
+            return client.create_api_key(req).await.map(Some);
+        }
+        let id = target("PUT /api-key/{id}", id)?;
         match call {
-            Call::Create(req) => client.create_api_key(req).await.map(Some),
+            Call::Create(_) => unreachable!("handled above"),
             Call::Update(req) => client.update_api_key(id, req).await.map(Some),
             Call::SetPermissionType(want) => {
                 let req = UpdateApiKey {

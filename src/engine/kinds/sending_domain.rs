@@ -8,7 +8,7 @@ use crate::api::{
     SendingDomainListItem,
 };
 use crate::crd::{DeletionPolicy, SendingDomain};
-use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
+use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction, target};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::sendingdomain::{self, Desired, Observed, SHARED_ASSIGNMENT};
 use crate::reconcile::{Action, Found, Lookup, Problem};
@@ -149,9 +149,12 @@ impl ManagedKind for SendingDomain {
         call: &Call,
         id: Option<i64>,
     ) -> Result<Option<SendingDomainDetail>, ApiError> {
-        let id = id.unwrap_or_default();
+        if let Call::Create(req) = call {
+            return client.create_sending_domain(req).await.map(Some);
+        }
+        let id = target("PUT /domain/sending/{id}", id)?;
         match call {
-            Call::Create(req) => client.create_sending_domain(req).await.map(Some),
+            Call::Create(_) => unreachable!("handled above"),
             Call::Share => client.share_sending_domain(id).await.map(Some),
             Call::VerifyTxt => {
                 // The answer lists every domain checked; ours is read from it, else afresh.

@@ -8,7 +8,7 @@ use crate::api::{
     UpdateSubAccount,
 };
 use crate::crd::{SubAccount, SubAccountDeletionPolicy};
-use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction};
+use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction, target};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::subaccount::{self, Desired, Observed};
 use crate::reconcile::{Action, Found, Lookup, Problem, natural_key};
@@ -143,7 +143,7 @@ impl ManagedKind for SubAccount {
         match call {
             Call::Create(req) => client.create_sub_account(req).await.map(Some),
             Call::Update(req) => client
-                .update_sub_account(id.unwrap_or_default(), req)
+                .update_sub_account(target("PUT /sub-account/{id}", id)?, req)
                 .await
                 .map(Some),
         }
