@@ -684,6 +684,12 @@ async fn destroy_carries_out_each_deletion_policy() {
     );
     sim.clear_request_log();
     let out = run_binary(&["destroy", "-f", path], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(1), "no terminal, no --auto-approve");
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "nothing destroyed"
+    );
+    let out = run_binary(&["destroy", "-f", path, "--auto-approve"], Some(&sim)).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(
@@ -712,7 +718,7 @@ async fn destroy_carries_out_each_deletion_policy() {
     assert_eq!(deletes, 2);
 
     sim.clear_request_log();
-    let out = run_binary(&["destroy", "-f", path], Some(&sim)).await;
+    let out = run_binary(&["destroy", "-f", path, "--auto-approve"], Some(&sim)).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(output_text(&out).contains("ApiKey default/ci-sender: absent"));
     assert!(sim.request_log().iter().all(|r| r.method != "DELETE"));

@@ -275,9 +275,18 @@ impl Client {
                 .await
                 .map(|body| body.bytes)
                 .unwrap_or_default();
+            // Redacted in the whole body before it is parsed and cut, then in the parsed texts.
+            let credential = self.inner.credential.expose_secret();
+            let body = if credential.is_empty() {
+                body
+            } else {
+                String::from_utf8_lossy(&body)
+                    .replace(credential, "[REDACTED]")
+                    .into_bytes()
+            };
             Err(
                 ApiError::from_status(endpoint.label, code, retry_after, &body)
-                    .scrubbed(self.inner.credential.expose_secret()),
+                    .scrubbed(credential),
             )
         }
     }

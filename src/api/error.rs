@@ -324,13 +324,33 @@ pub fn scrub(text: &str, credential: &str) -> String {
     };
     let mut out: String = redacted
         .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
+        .map(|c| {
+            if c.is_control() || is_format(c) {
+                ' '
+            } else {
+                c
+            }
+        })
         .take(MAX_SERVICE_TEXT_CHARS)
         .collect();
+    // A text cut short may end in the start of the credential.
+    if let Some(cut) = (8..credential.len().min(out.len() + 1))
+        .rev()
+        .find(|n| credential.is_char_boundary(*n) && out.ends_with(&credential[..*n]))
+    {
+        out.truncate(out.len() - cut);
+        out.push_str("[REDACTED]");
+    }
     if redacted.chars().count() > MAX_SERVICE_TEXT_CHARS {
         out.push('…');
     }
     out
+}
+
+/// Invisible formatting characters that can reorder or hide terminal text (bidirectional
+/// overrides and isolates, zero-width characters).
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// True when an `error` code says "not found" (`NOT_FOUND`, `not found`, `NotFound`, ...).
@@ -509,5 +529,24 @@ mod tests {
         for code in ["", "FOUND", "NOT_ALLOWED", "BAD_REQUEST"] {
             assert!(!says_not_found(code), "{code}");
         }
+    }
+}
+
+#[cfg(test)]
+mod scrub_tests {
+    use super::{MAX_SERVICE_TEXT_CHARS, scrub};
+
+    /// The credential, its start at a cut, control and bidi characters never survive.
+    #[test]
+    fn scrubs_what_could_leak_or_forge() {
+        let key = "sk-live-0123456789abcdef";
+        assert_eq!(scrub(&format!("echo {key}!"), key), "echo [REDACTED]!");
+        assert_eq!(scrub("a\u{1b}[2K\rb\nc", key), "a [2K b c");
+        assert_eq!(scrub("x\u{202E}y", key), "x y");
+        // A text cut upstream in the middle of the key (the error body is cut at 512 bytes).
+        let cut = format!("{}{}", "x".repeat(20), &key[..12]);
+        assert_eq!(scrub(&cut, key), format!("{}[REDACTED]", "x".repeat(20)));
+        let long = "y".repeat(MAX_SERVICE_TEXT_CHARS + 5);
+        assert!(scrub(&long, key).ends_with('…'));
     }
 }

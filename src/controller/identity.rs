@@ -115,6 +115,25 @@ where
     Ok(())
 }
 
+/// Clears the pending-create marker of `obj` after a create the service refused for certain
+/// (nothing was created): a later object with the same natural key is then not taken for the
+/// resource's own.
+///
+/// Errors: the Kubernetes API's.
+pub async fn clear_pending<K>(ctx: &Context, obj: &K) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let patch = patch_annotations::<K>(json!({ ANNOTATION_CREATE_PENDING: null }));
+    api_of(ctx, obj)
+        .patch(&obj.name_any(), &patch_params(), &patch)
+        .await?;
+    Ok(())
+}
+
 /// Records `id` as `obj`'s API object in its metadata (and clears a pending create), unless it
 /// is recorded already: no request then. This is also the upgrade path of resources that
 /// recorded their id in `status.id` only.

@@ -394,6 +394,15 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     {
         identity::record(ctx, obj, id).await?;
     }
+    // A create the service refused for certain created nothing: the pending marker it wrote
+    // (after `obj` was read, so not visible in it) goes.
+    if let Some(Error::Api(e)) = &error
+        && e.endpoint().is_some_and(|ep| ep.starts_with("POST "))
+        && !crate::reconcile::execute::may_have_committed(e)
+        && status.id().is_none()
+    {
+        identity::clear_pending(ctx, obj).await?;
+    }
     let waits_for_change = matches!(&outcome, Outcome::Stalled { .. }) && !recheck_at_resync;
     if waits_for_change {
         ctx.mark_stalled(&uid, generation);

@@ -118,6 +118,10 @@ pub struct DestroyArgs {
     /// Same as for `plan`.
     #[command(flatten)]
     pub plan: PlanArgs,
+    /// Carry out the plan without asking. Without it, `destroy` shows the plan and asks for
+    /// `yes` on a terminal, and refuses to run when standard input is not one.
+    #[arg(long)]
+    pub auto_approve: bool,
 }
 
 /// Runs `destroy`: plans the deletion policy of every resource, prints the plan and stops when
@@ -136,6 +140,11 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
         target.shutdown().await;
         return Ok(1);
     }
+    if !args.auto_approve && !approved(&plan) {
+        eprintln!("Nothing was destroyed.");
+        target.shutdown().await;
+        return Ok(1);
+    }
     let report = destroy::run(&target.client, &plan).await;
     print!(
         "{}",
@@ -146,6 +155,24 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
     );
     target.shutdown().await;
     Ok(if report.summary().error > 0 { 1 } else { 0 })
+}
+
+/// Shows the deletion plan and asks for `yes` on a terminal; false without a terminal (the
+/// caller must pass `--auto-approve`) or without `yes`.
+fn approved(plan: &plan::OfflinePlan) -> bool {
+    use std::io::{BufRead, IsTerminal, Write};
+    eprint!("{}", render::plan_text(plan));
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "destroy deletes or deactivates the objects above, matched by external-id or by name: run it on a terminal to confirm, or pass --auto-approve"
+        );
+        return false;
+    }
+    eprint!("Type yes to delete or deactivate the objects above: ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    answer.trim() == "yes"
 }
 
 fn report_skipped(set: &manifest::ManifestSet) {

@@ -1,5 +1,6 @@
-//! `destroy -f PATH`: carries out the deletion policy of every resource the manifests name, as
-//! deleting the resources in a cluster would: `Delete` deletes the API key or sending domain,
+//! `destroy -f PATH`: carries out the deletion policy of every resource the manifests name on
+//! the object it matches (by external id, else by name, as `apply` matches; confirmed by the
+//! user or `--auto-approve`): `Delete` deletes the API key or sending domain,
 //! `Deactivate` sets a sub account's deactivated status (the interface has no DELETE for sub
 //! accounts), `Orphan` keeps the object. Paused and `ObserveOnly` resources are left alone, and
 //! two resources matching one object fail the run before any write. Runs in the reverse of

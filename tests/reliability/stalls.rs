@@ -91,6 +91,12 @@ async fn stalled_resource_deleted_and_applied_again_is_reconciled() {
     })
     .await;
     assert_eq!(posts(&rig), 1);
+    // The refused create created nothing: no pending-create marker is left behind (a later key
+    // with that name must not be taken for this resource's own).
+    wait_key(&keys, "rejected", None, "without a pending create", |k| {
+        !k.annotations().contains_key("mailtarget.co/create-pending")
+    })
+    .await;
     let uid = stalled.uid().unwrap();
     keys.delete("rejected", &DeleteParams::default())
         .await
