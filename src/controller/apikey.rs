@@ -21,7 +21,7 @@ use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action as Plan, MatchedBy, apikey, natural_key};
 
 /// Key of the Secret's data that holds the key value.
-pub const SECRET_KEY: &str = "apiKey";
+pub use crate::engine::kinds::api_key::SECRET_KEY;
 
 impl Managed for ApiKey {
     type Status = ApiKeyStatus;
@@ -45,7 +45,9 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         Ok(d) => d,
         Err(problems) => return Err(Failure::invalid_spec(&problems, old)),
     };
-    // Dereference spec.subAccountRef.
+    // Dereference spec.subAccountRef: the sub account's id, and whether the SubAccount manages it
+    // (not only observes it).
+    let mut sub_managed = false;
     let scope = match &desired.sub_account_ref {
         None => None,
         Some(sub) => {
@@ -59,16 +61,23 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
                 .sub_accounts
                 .get()
                 .and_then(|store| store.get(&ObjectRef::new(sub).within(&namespace)));
-            let found = match cached {
-                Some(s) => s.status.as_ref().and_then(|st| st.id),
+            let id_and_managed = |s: &SubAccount| {
+                (
+                    s.status.as_ref().and_then(|st| st.id),
+                    s.spec.management_policy.may_write(),
+                )
+            };
+            let (found, managed) = match cached {
+                Some(s) => id_and_managed(&s),
                 None => {
                     let subs: Api<SubAccount> = Api::namespaced(ctx.kube.clone(), &namespace);
                     subs.get_opt(sub)
                         .await
                         .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?
-                        .and_then(|s| s.status.and_then(|st| st.id))
+                        .map_or((None, false), |s| id_and_managed(&s))
                 }
             };
+            sub_managed = managed;
             match found {
                 Some(id) => Some(id),
                 None => {
@@ -93,8 +102,9 @@ async fn converge(obj: &ApiKey, ctx: &Context, old: &ApiKeyStatus) -> ConvergeRe
         Query {
             key: &desired.name,
             // A key inside a sub account that a SubAccount of this namespace manages (the
-            // interface creates such keys only with their sub account).
-            by_name_is_own: desired.sub_account_ref.is_some(),
+            // interface creates such keys only with their sub account); not one it only
+            // observes.
+            by_name_is_own: sub_managed,
         },
         || ctx.cache.fresh_api_keys(),
         |items, external_id| apikey::lookup(&desired, external_id, old.id, scope, items),

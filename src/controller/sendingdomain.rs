@@ -22,7 +22,7 @@ use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::{Action as Plan, MatchedBy, sendingdomain};
 
 /// Key of the Secret's data that holds the DKIM private key (PEM).
-pub const DKIM_SECRET_KEY: &str = "dkimPrivateKey";
+pub use crate::engine::kinds::sending_domain::DKIM_SECRET_KEY;
 
 /// Time left until the next `verify-txt` call is due: `verify_backoff(attempts)` after the last
 /// call (or the creation); zero when due now or never called.
@@ -123,7 +123,9 @@ async fn converge(
                 match list.read(|items| {
                     items
                         .iter()
-                        .find(|d| d.domain.eq_ignore_ascii_case(&domain))
+                        .find(|d| {
+                            crate::reconcile::natural_key::same_ignoring_case(&d.domain, &domain)
+                        })
                         .map(|d| d.id)
                 }) {
                     Some(id) => client.get_sending_domain(id).await.map(Some),

@@ -410,3 +410,45 @@ async fn observing_is_not_owning() {
     assert!(secrets.get_opt("seen-key").await.unwrap().is_none());
     rig.stop_operator().await;
 }
+
+/// A key inside a sub account that a SubAccount only observes is not the ApiKey's by name: it
+/// needs an adoption policy (else a namespace could take any sub account's key by observing
+/// that sub account first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_in_an_observed_sub_account_needs_a_policy() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    operator_client(&rig.sim)
+        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
+            name: Some("other".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("other-first".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    let subs: Api<mailtarget_operator::crd::SubAccount> = rig.api();
+    let keys: Api<ApiKey> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+    create(
+        &subs,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: other}\nspec: {managementPolicy: ObserveOnly}\n",
+    )
+    .await;
+    create(
+        &keys,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: steal}\nspec: {name: other-first, subAccountRef: {name: other}, secretName: steal-key}\n",
+    )
+    .await;
+    wait_for(
+        &keys,
+        "steal",
+        "Stalled/AlreadyExists",
+        stalled("AlreadyExists"),
+    )
+    .await;
+    assert!(secrets.get_opt("steal-key").await.unwrap().is_none());
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    rig.stop_operator().await;
+}

@@ -117,8 +117,9 @@ async fn stalled_resource_deleted_and_applied_again_is_reconciled() {
 }
 
 /// The service answers 401 for a while: the resource shows `Stalled/Unauthorized`, the
-/// reconcile metric counts `unauthorized` (never `success`), and once the service accepts the
-/// key again the resource is Ready at its next resync, without a restart or a spec change.
+/// reconcile metric counts `unauthorized` (not `success`, nor the `finalizer` wrapper), and once
+/// the service accepts the key again the resource is Ready at its next resync, without a
+/// restart or a spec change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn short_auth_outage_recovers_at_the_next_resync() {
     let mut rig = Rig::new(Rig::sim_config()).await;
@@ -166,8 +167,10 @@ async fn short_auth_outage_recovers_at_the_next_resync() {
 }
 
 /// The service refuses a delete (400): the deleting resource shows `Stalled/ApiRejected` for its
-/// current generation, the metric names the cause, and the finalizer stays; setting
-/// `deletionPolicy: Orphan` then lets the deletion finish, leaving the key at the service.
+/// current generation, the metric names the cause, and the finalizer stays; the delete is not
+/// tried again (its own status write would otherwise start a reconcile whose DELETE succeeds,
+/// and the key would be gone below); setting `deletionPolicy: Orphan` then lets the deletion
+/// finish, leaving the key at the service.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_delete_stalls_the_deletion() {
     let mut rig = Rig::new(Rig::sim_config()).await;

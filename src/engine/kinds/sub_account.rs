@@ -13,8 +13,8 @@ use crate::reconcile::inventory::Inventory;
 use crate::reconcile::subaccount::{self, Desired, Observed};
 use crate::reconcile::{Action, Found, Lookup, Problem, natural_key};
 
-/// The key of the first key's value in its Secret.
-pub const SECRET_KEY: &str = "apiKey";
+/// The key of the first key's value in its Secret (the same as an ApiKey's).
+pub use super::api_key::SECRET_KEY;
 
 /// The calls of a sub account.
 #[derive(Clone, Debug, PartialEq)]
