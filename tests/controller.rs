@@ -68,6 +68,17 @@ async fn api_key_created_ready_with_secret() {
         !status_json.contains(&sim_key.key),
         "the key value leaked into status"
     );
+    // No plain digest of the value is published beside it (anyone who may read the Secret's
+    // metadata could test guesses against it).
+    let plain: String = ring::digest::digest(&ring::digest::SHA256, sim_key.key.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(
+        !secret.annotations().values().any(|v| v.contains(&plain)),
+        "a plain SHA-256 of the key value is published on the Secret"
+    );
     env.stop().await;
 }
 
