@@ -98,6 +98,19 @@ impl Client {
         })
     }
 
+    /// A 32-byte key derived from the client's credential for `purpose` (SHA-256 of the purpose,
+    /// a zero byte and the credential): lets the operator key a digest with something only it
+    /// holds, without handing out the credential itself.
+    pub fn derived_key(&self, purpose: &str) -> [u8; 32] {
+        let mut input = purpose.as_bytes().to_vec();
+        input.push(0);
+        input.extend_from_slice(self.inner.credential.expose_secret().as_bytes());
+        let digest = ring::digest::digest(&ring::digest::SHA256, &input);
+        let mut key = [0u8; 32];
+        key.copy_from_slice(digest.as_ref());
+        key
+    }
+
     /// Base URL of the management API.
     pub fn api_url(&self) -> &Url {
         &self.inner.api_url

@@ -79,6 +79,8 @@ pub struct Context {
     /// GET (see [`super::secrets`]).
     pub secret_cache:
         std::sync::OnceLock<kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Secret>>,
+    /// The keyed digest written beside every Secret value (see [`super::secrets`]).
+    pub digest: super::secrets::ValueDigest,
 }
 
 impl Context {
@@ -96,6 +98,9 @@ impl Context {
         // reads each list once, `ceil(N / 100)` pages, rather than twice.
         let cache = AccountCache::new(api.clone(), settings.resync_interval);
         let recorder = Recorder::new(kube.clone(), reporter);
+        let digest = super::secrets::ValueDigest::new(
+            &api.derived_key("mailtarget-operator/secret-digest/v1"),
+        );
         let details =
             DetailSchedule::new(settings.resync_interval, settings.detail_resync_interval);
         Context {
@@ -111,6 +116,7 @@ impl Context {
             status_writes: StatusLedger::default(),
             claims: super::claims::Claims::default(),
             secret_cache: std::sync::OnceLock::new(),
+            digest,
         }
     }
 

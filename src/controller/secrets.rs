@@ -20,25 +20,44 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::context::{Context, FIELD_MANAGER};
 
-/// Annotation on a written Secret holding the SHA-256 (hex) of the value, so that an altered
-/// Secret is noticed without reading the value from the service again.
-pub const CHECKSUM_ANNOTATION: &str = "mailtarget.co/data-checksum";
+/// Annotation on a written Secret holding the keyed digest of the value ([`ValueDigest`]), so
+/// that an altered Secret is noticed without reading the value from the service again.
+pub const DIGEST_ANNOTATION: &str = "mailtarget.co/data-digest";
 
-fn checksum(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// The operator's digest of Secret values: HMAC-SHA256 keyed with a key derived from the
+/// operator's own credential. Unlike a plain hash, it gives whoever may read a Secret's
+/// metadata nothing to test guessed values against.
+pub struct ValueDigest(ring::hmac::Key);
+
+impl ValueDigest {
+    /// A digest keyed with `key`.
+    pub fn new(key: &[u8]) -> Self {
+        ValueDigest(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key))
+    }
+
+    /// The digest of `bytes`, hex.
+    pub fn of(&self, bytes: &[u8]) -> String {
+        ring::hmac::sign(&self.0, bytes)
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for ValueDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ValueDigest([REDACTED])")
+    }
 }
 
 /// True when `secret` is owned by the object with `uid` and its `key` still matches the
-/// checksum written with it (nobody altered or emptied it).
-fn intact(secret: &Secret, uid: &str, key: &str) -> bool {
+/// digest written with it (nobody altered or emptied it).
+fn intact(digest: &ValueDigest, secret: &Secret, uid: &str, key: &str) -> bool {
     let owned = secret.owner_references().iter().any(|r| r.uid == uid);
     let data = secret.data.as_ref().and_then(|d| d.get(key));
-    let expected = secret.annotations().get(CHECKSUM_ANNOTATION);
-    owned && data.is_some_and(|d| Some(&checksum(&d.0)) == expected)
+    let expected = secret.annotations().get(DIGEST_ANNOTATION);
+    owned && data.is_some_and(|d| Some(&digest.of(&d.0)) == expected)
 }
 
 /// Secret `name` of `owner`'s namespace as the watch last saw it (`None` when not cached or
@@ -80,14 +99,14 @@ pub async fn check<K: Resource<DynamicType = ()>>(
     key: &str,
 ) -> Result<Integrity, kube::Error> {
     let uid = owner.uid().unwrap_or_default();
-    if cached(ctx, owner, name).is_some_and(|s| intact(&s, &uid, key)) {
+    if cached(ctx, owner, name).is_some_and(|s| intact(&ctx.digest, &s, &uid, key)) {
         return Ok(Integrity::Intact);
     }
     let api: Api<Secret> =
         Api::namespaced(ctx.kube.clone(), &owner.namespace().unwrap_or_default());
     let current = api.get_opt(name).await?;
     Ok(match current {
-        Some(secret) if intact(&secret, &uid, key) => Integrity::Intact,
+        Some(secret) if intact(&ctx.digest, &secret, &uid, key) => Integrity::Intact,
         current => Integrity::Broken {
             current: current.map(Box::new),
         },
@@ -132,14 +151,20 @@ pub enum SecretError {
 
 /// True when `secret` is controlled by nobody but the owner with `uid`, is owned by it, and
 /// holds `value` under `key` with the matching checksum annotation.
-fn holds(secret: &Secret, uid: &str, key: &str, value: &SecretString) -> bool {
+fn holds(
+    digest: &ValueDigest,
+    secret: &Secret,
+    uid: &str,
+    key: &str,
+    value: &SecretString,
+) -> bool {
     let refs = secret.owner_references();
     let foreign = refs
         .iter()
         .any(|r| r.controller == Some(true) && r.uid != uid);
     let owned = refs.iter().any(|r| r.uid == uid);
-    let annotated = secret.annotations().get(CHECKSUM_ANNOTATION)
-        == Some(&checksum(value.expose_secret().as_bytes()));
+    let annotated = secret.annotations().get(DIGEST_ANNOTATION)
+        == Some(&digest.of(value.expose_secret().as_bytes()));
     let current = secret.data.as_ref().and_then(|d| d.get(key));
     !foreign
         && owned
@@ -161,7 +186,7 @@ pub async fn ensure<K: Resource<DynamicType = ()>>(
     value: &SecretString,
 ) -> Result<SecretWrite, SecretError> {
     let uid = owner.uid().unwrap_or_default();
-    if cached(ctx, owner, name).is_some_and(|s| holds(&s, &uid, key, value)) {
+    if cached(ctx, owner, name).is_some_and(|s| holds(&ctx.digest, &s, &uid, key, value)) {
         return Ok(SecretWrite::Unchanged);
     }
     let api: Api<Secret> =
@@ -202,7 +227,7 @@ pub async fn ensure_over<K: Resource<DynamicType = ()>>(
                 owner: format!("{}/{}", other.kind, other.name),
             });
         }
-        if holds(existing, &owner_ref.uid, key, value) {
+        if holds(&ctx.digest, existing, &owner_ref.uid, key, value) {
             return Ok(SecretWrite::Unchanged);
         }
         let ours = existing
@@ -225,7 +250,7 @@ pub async fn ensure_over<K: Resource<DynamicType = ()>>(
             "name": name,
             "namespace": namespace,
             "labels": { "app.kubernetes.io/managed-by": FIELD_MANAGER },
-            "annotations": { CHECKSUM_ANNOTATION: checksum(value.expose_secret().as_bytes()) },
+            "annotations": { DIGEST_ANNOTATION: ctx.digest.of(value.expose_secret().as_bytes()) },
             "ownerReferences": [owner_ref],
         },
         "type": "Opaque",
