@@ -927,6 +927,31 @@ async fn hostile_manifest_trees_are_refused_quickly() {
     assert!(sim.request_log().is_empty(), "refused before any call");
 }
 
+/// Serves `app` on loopback and runs `plan -f examples/apikey-ci.yaml` against it (bounded
+/// wait).
+async fn plan_against(app: axum::Router) -> Output {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
+    cmd.args([
+        "plan",
+        "-f",
+        examples().join("apikey-ci.yaml").to_str().unwrap(),
+    ])
+    .env_remove("RUST_LOG")
+    .env("MAILTARGET_API_KEY", KEY)
+    .env("MAILTARGET_API_URL", format!("http://{addr}"))
+    .env("MAILTARGET_TRANSMISSION_URL", format!("http://{addr}/v1"))
+    .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("finished within 60 s")
+        .unwrap()
+}
+
 /// A server that answers every page of a list with the same items and a huge `count` makes the
 /// walk stop at the first page that adds no new id, with a clear error, after a handful of
 /// requests (not thousands).
@@ -949,26 +974,7 @@ async fn a_list_repeating_one_page_stops_the_walk() {
             }))
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
-    cmd.args([
-        "plan",
-        "-f",
-        examples().join("apikey-ci.yaml").to_str().unwrap(),
-    ])
-    .env_remove("RUST_LOG")
-    .env("MAILTARGET_API_KEY", KEY)
-    .env("MAILTARGET_API_URL", format!("http://{addr}"))
-    .env("MAILTARGET_TRANSMISSION_URL", format!("http://{addr}/v1"))
-    .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("finished within 60 s")
-        .unwrap();
+    let out = plan_against(app).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("no new"), "says why: {shown}");
@@ -995,26 +1001,7 @@ async fn server_messages_are_scrubbed_before_printing() {
             })),
         )
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
-    cmd.args([
-        "plan",
-        "-f",
-        examples().join("apikey-ci.yaml").to_str().unwrap(),
-    ])
-    .env_remove("RUST_LOG")
-    .env("MAILTARGET_API_KEY", KEY)
-    .env("MAILTARGET_API_URL", format!("http://{addr}"))
-    .env("MAILTARGET_TRANSMISSION_URL", format!("http://{addr}/v1"))
-    .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("finished within 60 s")
-        .unwrap();
+    let out = plan_against(app).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("you sent"), "the message is shown: {shown}");

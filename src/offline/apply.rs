@@ -55,17 +55,7 @@ impl ApplyReport {
     pub fn summary(&self) -> Summary {
         let mut s = Summary::default();
         for o in &self.outcomes {
-            match o.result {
-                "created" => s.create += 1,
-                "updated" => s.update += 1,
-                "unchanged"
-                | "kept"
-                | "absent"
-                | super::guards::OBSERVE
-                | super::guards::PAUSED => s.unchanged += 1,
-                "deleted" | "deactivated" => s.delete += 1,
-                _ => s.error += 1,
-            }
+            s.add(o.result);
         }
         s
     }

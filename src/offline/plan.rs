@@ -61,6 +61,25 @@ pub struct Summary {
     pub delete: usize,
 }
 
+impl Summary {
+    /// Counts one plan action (`create`, `keep`, ...) or apply result (`created`, `kept`, ...);
+    /// anything else (`error`, `failed`, `skipped`) is an error.
+    pub(crate) fn add(&mut self, word: &str) {
+        match word {
+            "create" | "created" => self.create += 1,
+            "update" | "updated" => self.update += 1,
+            "unchanged"
+            | "keep"
+            | "kept"
+            | "absent"
+            | super::guards::OBSERVE
+            | super::guards::PAUSED => self.unchanged += 1,
+            "delete" | "deleted" | "deactivate" | "deactivated" => self.delete += 1,
+            _ => self.error += 1,
+        }
+    }
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -145,17 +164,7 @@ impl OfflinePlan {
     pub fn summary(&self) -> Summary {
         let mut s = Summary::default();
         for e in &self.entries {
-            match e.action {
-                "create" => s.create += 1,
-                "update" => s.update += 1,
-                "unchanged"
-                | "keep"
-                | "absent"
-                | super::guards::OBSERVE
-                | super::guards::PAUSED => s.unchanged += 1,
-                "delete" | "deactivate" => s.delete += 1,
-                _ => s.error += 1,
-            }
+            s.add(e.action);
         }
         s
     }
