@@ -154,6 +154,11 @@ impl Rig {
         service_writes(&self.sim)
     }
 
+    /// Create calls (`POST`) the service saw since its request log was last cleared.
+    pub fn posts(&self) -> usize {
+        self.writes().iter().filter(|w| w.method == "POST").count()
+    }
+
     /// An API of kind `K` in [`NS`].
     pub fn api<K>(&self) -> Api<K>
     where
@@ -176,6 +181,23 @@ pub fn is_ready<K: Resource>(obj: &K, conditions: &[Condition]) -> bool {
     ready(conditions).is_some_and(|c| {
         format!("{:?}", c.status) == "True" && c.observed_generation == obj.meta().generation
     })
+}
+
+/// True when `Ready` is `True` for the object's current generation (any of the three kinds).
+pub fn ready_now<K: Resource + HasConditions>(obj: &K) -> bool {
+    is_ready(obj, obj.conditions())
+}
+
+/// The reason of `Stalled=True` computed for the object's current generation, if it stalled.
+pub fn stalled_reason<K: Resource + HasConditions>(obj: &K) -> Option<String> {
+    obj.conditions()
+        .iter()
+        .find(|c| {
+            c.type_ == "Stalled"
+                && format!("{:?}", c.status) == "True"
+                && c.observed_generation == obj.meta().generation
+        })
+        .map(|c| c.reason.clone())
 }
 
 /// The conditions of any of the three kinds.

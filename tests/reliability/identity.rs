@@ -18,25 +18,10 @@ use mailtarget_operator::crd::ApiKey;
 use serde_json::{Value, json};
 
 use crate::common::{KEY, create, eventually, wait_deleted, wait_for};
-use crate::harness::{Rig, is_ready, operator_client, settings};
-
-fn ready(k: &ApiKey) -> bool {
-    k.status
-        .as_ref()
-        .is_some_and(|s| is_ready(k, &s.conditions))
-}
+use crate::harness::{Rig, operator_client, ready_now, settings, stalled_reason};
 
 fn stalled(reason: &'static str) -> impl Fn(&ApiKey) -> bool + Send + 'static {
-    move |k: &ApiKey| {
-        k.status.as_ref().is_some_and(|s| {
-            s.conditions.iter().any(|c| {
-                c.type_ == "Stalled"
-                    && format!("{:?}", c.status) == "True"
-                    && c.reason == reason
-                    && c.observed_generation == k.metadata.generation
-            })
-        })
-    }
+    move |k: &ApiKey| stalled_reason(k).as_deref() == Some(reason)
 }
 
 fn key_yaml(name: &str, annotations: &[(&str, String)]) -> String {
@@ -63,10 +48,6 @@ async fn service_key(client: &ApiClient, name: &str) -> i64 {
         .await
         .unwrap()
         .id
-}
-
-fn posts(rig: &Rig) -> usize {
-    rig.writes().iter().filter(|w| w.method == "POST").count()
 }
 
 /// An existing key of the account is not taken over by a resource without an adoption policy,
@@ -129,7 +110,7 @@ async fn existing_objects_need_an_adoption_policy() {
     )
     .await
     .unwrap();
-    let k = wait_for(&keys, "ci", "Ready after the adoption policy", ready).await;
+    let k = wait_for(&keys, "ci", "Ready after the adoption policy", ready_now).await;
     assert_eq!(k.status.unwrap().id, Some(ci));
     let id = ci.to_string();
     wait_for(
@@ -140,7 +121,7 @@ async fn existing_objects_need_an_adoption_policy() {
     )
     .await;
     assert!(secrets.get_opt("ci-key").await.unwrap().is_some());
-    assert_eq!(posts(&rig), 0, "adopted, not created");
+    assert_eq!(rig.posts(), 0, "adopted, not created");
     rig.stop_operator().await;
 }
 
@@ -197,7 +178,7 @@ async fn a_key_created_just_before_is_not_created_twice() {
     rig.start_operator(Duration::from_secs(300));
     let keys: Api<ApiKey> = rig.api();
     create(&keys, &key_yaml("warm", &[])).await;
-    wait_for(&keys, "warm", "Ready", ready).await;
+    wait_for(&keys, "warm", "Ready", ready_now).await;
 
     let late = service_key(&operator_client(&rig.sim), "late").await;
     create(
@@ -208,7 +189,7 @@ async fn a_key_created_just_before_is_not_created_twice() {
         ),
     )
     .await;
-    let k = wait_for(&keys, "late", "Ready", ready).await;
+    let k = wait_for(&keys, "late", "Ready", ready_now).await;
     assert_eq!(k.status.unwrap().id, Some(late));
     let named_late = rig
         .sim
@@ -292,7 +273,7 @@ async fn an_id_missing_from_a_list_is_confirmed_before_any_create() {
     );
     let keys: Api<ApiKey> = rig.api();
     create(&keys, &key_yaml("ci", &[])).await;
-    let k = wait_for(&keys, "ci", "Ready", ready).await;
+    let k = wait_for(&keys, "ci", "Ready", ready_now).await;
     let id = k.status.unwrap().id.unwrap();
 
     rig.sim.clear_request_log();
@@ -315,10 +296,10 @@ async fn an_id_missing_from_a_list_is_confirmed_before_any_create() {
             .filter(|r| r.path == confirm)
             .count()
             >= 2
-            || posts(&rig) > 0
+            || rig.posts() > 0
     })
     .await;
-    assert_eq!(posts(&rig), 0, "no second key: {:?}", rig.writes());
+    assert_eq!(rig.posts(), 0, "no second key: {:?}", rig.writes());
     assert_eq!(rig.sim.snapshot().api_keys.len(), 1);
     rig.stop_operator().await;
 }
@@ -355,7 +336,7 @@ async fn upgrade_from_status_id_only_records_the_identity() {
         "ci",
         "Ready with its identity in metadata",
         move |k: &ApiKey| {
-            ready(k) && k.annotations().get("mailtarget.co/external-id") == Some(&want)
+            ready_now(k) && k.annotations().get("mailtarget.co/external-id") == Some(&want)
         },
     )
     .await;
@@ -387,7 +368,7 @@ async fn observing_is_not_owning() {
         "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: seen}\nspec: {secretName: seen-key, managementPolicy: ObserveOnly}\n",
     )
     .await;
-    wait_for(&keys, "seen", "Ready (observed)", ready).await;
+    wait_for(&keys, "seen", "Ready (observed)", ready_now).await;
     assert!(
         secrets.get_opt("seen-key").await.unwrap().is_none(),
         "no value exported without an adoption policy"

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
-use mailtarget_operator::crd::{ApiKey, Condition};
+use mailtarget_operator::crd::ApiKey;
 
 use crate::common::{WAIT, eventually, wait_deleted};
-use crate::harness::{Rig, is_ready};
+use crate::harness::{Rig, ready_now, stalled_reason};
 
 /// An ApiKey whose create the service rejects (400: permission 99 does not exist).
 const REJECTED_KEY: &str = r#"
@@ -30,18 +30,6 @@ spec:
   name: good
   secretName: good-key
 "#;
-
-fn stalled_reason(k: &ApiKey) -> Option<String> {
-    let s = k.status.as_ref()?;
-    s.conditions
-        .iter()
-        .find(|c: &&Condition| {
-            c.type_ == "Stalled"
-                && format!("{:?}", c.status) == "True"
-                && c.observed_generation == k.metadata.generation
-        })
-        .map(|c| c.reason.clone())
-}
 
 /// Waits (bounded by [`WAIT`]) until the ApiKey `name` with UID `uid` (any UID when `None`)
 /// satisfies `check`, and returns it.
@@ -67,14 +55,6 @@ fn parse(yaml: &str) -> ApiKey {
     serde_yaml::from_str(yaml).unwrap()
 }
 
-fn posts(rig: &Rig) -> usize {
-    rig.sim
-        .request_log()
-        .iter()
-        .filter(|r| r.method == "POST")
-        .count()
-}
-
 /// A resource that stalled (the service rejected its create), deleted and applied again under
 /// the same name, is a new object: it gets a status and its own API call at once, not only
 /// after a spec change or an operator restart.
@@ -90,7 +70,7 @@ async fn stalled_resource_deleted_and_applied_again_is_reconciled() {
         stalled_reason(k).as_deref() == Some("ApiRejected")
     })
     .await;
-    assert_eq!(posts(&rig), 1);
+    assert_eq!(rig.posts(), 1);
     // The refused create created nothing: no pending-create marker is left behind (a later key
     // with that name must not be taken for this resource's own).
     wait_key(&keys, "rejected", None, "without a pending create", |k| {
@@ -112,7 +92,7 @@ async fn stalled_resource_deleted_and_applied_again_is_reconciled() {
         stalled_reason(k).as_deref() == Some("ApiRejected")
     })
     .await;
-    assert_eq!(posts(&rig), 2, "the new object made its own create call");
+    assert_eq!(rig.posts(), 2, "the new object made its own create call");
     rig.stop_operator().await;
 }
 
@@ -128,12 +108,7 @@ async fn short_auth_outage_recovers_at_the_next_resync() {
     keys.create(&PostParams::default(), &parse(GOOD_KEY))
         .await
         .unwrap();
-    wait_key(&keys, "good", None, "Ready", |k| {
-        k.status
-            .as_ref()
-            .is_some_and(|s| is_ready(k, &s.conditions))
-    })
-    .await;
+    wait_key(&keys, "good", None, "Ready", ready_now).await;
 
     rig.sim.faults().fail_next(1_000, 401);
     wait_key(&keys, "good", None, "Stalled/Unauthorized", |k| {
@@ -156,13 +131,8 @@ async fn short_auth_outage_recovers_at_the_next_resync() {
     );
 
     rig.sim.faults().clear();
-    wait_key(&keys, "good", None, "Ready again", |k| {
-        k.status
-            .as_ref()
-            .is_some_and(|s| is_ready(k, &s.conditions))
-    })
-    .await;
-    assert_eq!(posts(&rig), 1, "recovery created nothing");
+    wait_key(&keys, "good", None, "Ready again", ready_now).await;
+    assert_eq!(rig.posts(), 1, "recovery created nothing");
     rig.stop_operator().await;
 }
 
@@ -179,12 +149,7 @@ async fn a_refused_delete_stalls_the_deletion() {
     keys.create(&PostParams::default(), &parse(GOOD_KEY))
         .await
         .unwrap();
-    let k = wait_key(&keys, "good", None, "Ready", |k| {
-        k.status
-            .as_ref()
-            .is_some_and(|s| is_ready(k, &s.conditions))
-    })
-    .await;
+    let k = wait_key(&keys, "good", None, "Ready", ready_now).await;
     rig.sim.faults().fail_next(1, 400);
     keys.delete("good", &DeleteParams::default()).await.unwrap();
     let stalled = wait_key(&keys, "good", None, "Stalled while deleting", |k| {
