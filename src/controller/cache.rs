@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use crate::api::{
     ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery,
-    ListSubAccountsQuery, SendingDomainListItem, SubAccountListItem,
+    ListSubAccountsQuery, SendingDomainListItem, SubAccountDetail, SubAccountListItem,
 };
+use crate::crd::{ApiKey, SendingDomain, SubAccount};
+use crate::engine::ManagedKind;
 
 /// A change the operator made to a list item while a fetch of the list was under way.
 #[derive(Debug)]
@@ -202,33 +204,64 @@ impl AccountCache {
         }
     }
 
-    /// Makes the sub account list fresh. Errors: the list call's error.
-    pub async fn fresh_sub_accounts(&self) -> Result<&CachedList<SubAccountListItem>, ApiError> {
-        let q = ListSubAccountsQuery::default();
-        self.sub_accounts
-            .ensure_fresh(self.max_age, || self.client.list_all_sub_accounts(&q))
+    /// Kind `K`'s list, read again when older than the maximum age.
+    ///
+    /// Errors: the list call's error.
+    pub async fn fresh<K: CachedKind>(&self) -> Result<&CachedList<K::Item>, ApiError> {
+        let list = K::list(self);
+        list.ensure_fresh(self.max_age, || K::fetch(&self.client))
             .await?;
-        Ok(&self.sub_accounts)
+        Ok(list)
     }
+}
 
-    /// Makes the API key list fresh. Errors: the list call's error.
-    pub async fn fresh_api_keys(&self) -> Result<&CachedList<ApiKeyListItem>, ApiError> {
-        let q = ListApiKeysQuery::default();
-        self.api_keys
-            .ensure_fresh(self.max_age, || self.client.list_all_api_keys(&q))
-            .await?;
-        Ok(&self.api_keys)
+/// A kind whose objects the cache lists.
+pub trait CachedKind: ManagedKind {
+    /// The kind's cached list.
+    fn list(cache: &AccountCache) -> &CachedList<Self::Item>;
+    /// Reads every page of the kind's list.
+    fn fetch(client: &Client) -> impl Future<Output = Result<Vec<Self::Item>, ApiError>> + Send;
+    /// Takes the object a write answered into the cache.
+    fn absorb(cache: &AccountCache, detail: &Self::Detail) {
+        Self::list(cache).upsert(Self::item_of(detail));
     }
+}
 
-    /// Makes the sending domain list fresh. Errors: the list call's error.
-    pub async fn fresh_sending_domains(
-        &self,
-    ) -> Result<&CachedList<SendingDomainListItem>, ApiError> {
-        let q = ListSendingDomainsQuery::default();
-        self.sending_domains
-            .ensure_fresh(self.max_age, || self.client.list_all_sending_domains(&q))
-            .await?;
-        Ok(&self.sending_domains)
+impl CachedKind for SubAccount {
+    fn list(cache: &AccountCache) -> &CachedList<SubAccountListItem> {
+        &cache.sub_accounts
+    }
+    async fn fetch(client: &Client) -> Result<Vec<SubAccountListItem>, ApiError> {
+        client
+            .list_all_sub_accounts(&ListSubAccountsQuery::default())
+            .await
+    }
+    /// A sub account's answer lists its keys too (those created with it among them).
+    fn absorb(cache: &AccountCache, detail: &SubAccountDetail) {
+        cache.sub_accounts.upsert(Self::item_of(detail));
+        for key in &detail.api_keys {
+            cache.api_keys.upsert(key.clone());
+        }
+    }
+}
+
+impl CachedKind for ApiKey {
+    fn list(cache: &AccountCache) -> &CachedList<ApiKeyListItem> {
+        &cache.api_keys
+    }
+    async fn fetch(client: &Client) -> Result<Vec<ApiKeyListItem>, ApiError> {
+        client.list_all_api_keys(&ListApiKeysQuery::default()).await
+    }
+}
+
+impl CachedKind for SendingDomain {
+    fn list(cache: &AccountCache) -> &CachedList<SendingDomainListItem> {
+        &cache.sending_domains
+    }
+    async fn fetch(client: &Client) -> Result<Vec<SendingDomainListItem>, ApiError> {
+        client
+            .list_all_sending_domains(&ListSendingDomainsQuery::default())
+            .await
     }
 }
 

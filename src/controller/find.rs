@@ -11,9 +11,10 @@ use super::cache::CachedList;
 use super::claims::Claimant;
 use super::context::Context;
 use super::identity;
-use super::managed::{Failure, ManagedStatus};
+use super::managed::Failure;
 use crate::api::ApiError;
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
+use crate::engine::ManagedStatus;
 use crate::reconcile::{Found, Lookup, MatchedBy, validate};
 
 /// True when `lookup` on a list fetched before the reconcile began must be confirmed against a

@@ -1,9 +1,8 @@
 //! The part of reconciling that is the same for every kind: pause, finalizer, first status,
-//! conditions, status write, metrics and requeue. Each kind implements [`Managed`] with its own
-//! `converge` (create/adopt/update, Secrets) and `cleanup` (its deletion policy).
+//! conditions, status write, metrics and requeue. The kind's own work is the engine's, run by
+//! [`super::converge`].
 
 use std::fmt::Debug;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -14,52 +13,18 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::cache::CachedKind;
 use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
 use super::common::{api_failure, is_paused, measured, warn_event};
 use super::context::{Context, object_key, object_uid};
+use super::converge;
 use super::error::{Error, Result};
 use super::identity;
 use super::status::{Outcome, patch_status, set_conditions};
 use super::status_writes::{StatusWrite, status_digest};
 use crate::api::ApiError;
-use crate::crd::{ApiKeyStatus, Condition, FINALIZER, SendingDomainStatus, SubAccountStatus};
-
-/// A status with conditions and `observedGeneration` (Kubernetes API conventions).
-pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
-    /// `status.conditions`.
-    fn conditions(&self) -> &Vec<Condition>;
-    /// `status.conditions`, for writing.
-    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
-    /// Sets `status.observedGeneration`.
-    fn set_observed_generation(&mut self, generation: Option<i64>);
-    /// Forgets `status.id` (the resource does not own the API object).
-    fn clear_id(&mut self);
-    /// `status.id`: the API object the resource manages.
-    fn id(&self) -> Option<i64>;
-}
-
-macro_rules! managed_status {
-    ($($t:ty),*) => {$(
-        impl ManagedStatus for $t {
-            fn conditions(&self) -> &Vec<Condition> {
-                &self.conditions
-            }
-            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
-                &mut self.conditions
-            }
-            fn set_observed_generation(&mut self, generation: Option<i64>) {
-                self.observed_generation = generation;
-            }
-            fn clear_id(&mut self) {
-                self.id = None;
-            }
-            fn id(&self) -> Option<i64> {
-                self.id
-            }
-        }
-    )*};
-}
-managed_status!(SubAccountStatus, ApiKeyStatus, SendingDomainStatus);
+use crate::crd::FINALIZER;
+use crate::engine::{ManagedKind, ManagedStatus};
 
 /// What one converge step decided: the outcome for the conditions, the status to write, and
 /// when to look again (`None`: the default for the outcome).
@@ -71,6 +36,9 @@ pub struct Converged<S> {
     pub status: S,
     /// Requeue override.
     pub requeue: Option<Action>,
+    /// The outcome is an expected wait (a domain waiting for its DNS records): no Warning
+    /// Event.
+    pub routine: bool,
 }
 
 impl<S> Converged<S> {
@@ -80,6 +48,7 @@ impl<S> Converged<S> {
             outcome,
             status,
             requeue: None,
+            routine: false,
         }
     }
 }
@@ -182,12 +151,15 @@ impl<S: Clone> Failure<S> {
     }
 }
 
-/// The result of [`Managed::converge`].
+/// The result of [`super::converge::converge`].
 pub type ConvergeResult<S> = std::result::Result<Converged<S>, Box<Failure<S>>>;
 
-/// A custom resource the operator manages.
+/// A custom resource the operator manages: a kind of the engine, listed in the account cache,
+/// claiming API objects, and a namespaced Kubernetes resource.
 pub trait Managed:
-    Claimant
+    ManagedKind<Resource = Self>
+    + CachedKind
+    + Claimant
     + Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + DeserializeOwned
@@ -197,31 +169,11 @@ pub trait Managed:
     + Sync
     + 'static
 {
-    /// The status type.
-    type Status: ManagedStatus + Debug;
-    /// Kind name used in metrics and logs.
-    const KIND: &'static str;
-
-    /// The current status, or an empty one.
-    fn current_status(&self) -> Self::Status;
-
-    /// Brings the API object in line with the spec (or reports why not).
-    fn converge(
-        &self,
-        ctx: &Context,
-        old: &Self::Status,
-    ) -> impl Future<Output = ConvergeResult<Self::Status>> + Send;
-
-    /// Runs the deletion policy when the resource is deleted.
-    ///
-    /// Errors: API failures other than "already gone".
-    fn cleanup(&self, ctx: &Context) -> impl Future<Output = Result<Action>> + Send;
-
-    /// True for outcomes that are routine and deserve no Warning event (e.g. waiting for DNS).
-    fn is_routine(_outcome: &Outcome) -> bool {
-        false
-    }
 }
+
+impl Managed for crate::crd::SubAccount {}
+impl Managed for crate::crd::ApiKey {}
+impl Managed for crate::crd::SendingDomain {}
 
 /// Reconciles one object of kind `K` (the function each controller runs).
 ///
@@ -252,7 +204,7 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
                         // Another resource owns this API object: leave it alone.
                         return Ok(Action::await_change());
                     }
-                    match o.cleanup(&ctx).await {
+                    match converge::cleanup(o.as_ref(), &ctx).await {
                         Err(e) if !e.is_retryable() => {
                             Err(stall_deletion(o.as_ref(), &ctx, &api, e).await)
                         }
@@ -283,7 +235,7 @@ async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Err
             "deleting the object at the service failed: {e}. The finalizer stays until the deletion succeeds: fix the cause, or set spec.deletionPolicy to Orphan to leave the object at the service"
         ),
     };
-    let mut status = obj.current_status();
+    let mut status = K::status(obj);
     set_conditions(status.conditions_mut(), &outcome, obj.meta().generation);
     status.set_observed_generation(obj.meta().generation);
     if let Err(write) = patch_status(api, &obj.name_any(), &status).await {
@@ -300,7 +252,7 @@ async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Err
 fn status_write<K: Managed>(written: &K) -> StatusWrite {
     StatusWrite {
         resource_version: written.meta().resource_version.clone(),
-        digest: status_digest(&written.current_status()),
+        digest: status_digest(&K::status(written)),
     }
 }
 
@@ -326,7 +278,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     let obj = if ctx
         .status_writes
         .holds_last(&key, obj.meta().resource_version.as_deref(), || {
-            status_digest(&obj.current_status())
+            status_digest(&K::status(obj))
         }) {
         obj
     } else {
@@ -346,7 +298,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         // can help, so status updates and Secret events do not trigger new API calls.
         return Ok(Action::await_change());
     }
-    let old = obj.current_status();
+    let old = K::status(obj);
     if old.conditions().is_empty() {
         // Flux and Argo CD must never see a new object as done: Ready=False comes first.
         let mut first = old.clone();
@@ -360,18 +312,25 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     }
     let converged = match ctx.claims.owner(obj, None).await {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
-        None => obj.converge(ctx, &old).await,
+        None => converge::converge(obj, ctx, &old).await,
     };
     fail::fail_point!(crate::failpoints::AFTER_CONVERGE);
     let converged_ok = converged.is_ok();
-    let (outcome, mut status, error, requeue, recheck_at_resync) = match converged {
-        Ok(c) => (c.outcome, c.status, None, c.requeue, false),
-        Err(f) => (f.outcome, f.status, f.error, None, f.recheck_at_resync),
+    let (outcome, mut status, error, requeue, recheck_at_resync, routine) = match converged {
+        Ok(c) => (c.outcome, c.status, None, c.requeue, false, c.routine),
+        Err(f) => (
+            f.outcome,
+            f.status,
+            f.error,
+            None,
+            f.recheck_at_resync,
+            false,
+        ),
     };
     *status.conditions_mut() = old.conditions().clone();
     status.set_observed_generation(generation);
     set_conditions(status.conditions_mut(), &outcome, generation);
-    if !outcome.is_ready() && !K::is_routine(&outcome) && status.conditions() != old.conditions() {
+    if !outcome.is_ready() && !routine && status.conditions() != old.conditions() {
         warn_event(ctx, obj, &outcome).await;
     }
     // A resync that finds everything in order writes nothing (the status read at the start of

@@ -1,11 +1,11 @@
 //! `mailtarget-operator run`: one kube-rs `Controller` per kind, sharing the reconcile engine
 //! with `plan`/`apply`, plus metrics, health endpoints, leader election and graceful shutdown.
 
-pub mod apikey;
 pub mod cache;
 pub mod claims;
 pub mod common;
 pub mod context;
+pub mod converge;
 pub mod detail;
 pub mod error;
 pub mod find;
@@ -14,11 +14,9 @@ pub mod leader;
 pub mod managed;
 pub mod metrics;
 pub mod secrets;
-pub mod sendingdomain;
 pub mod server;
 pub mod status;
 pub mod status_writes;
-pub mod subaccount;
 mod triggers;
 
 use std::net::SocketAddr;

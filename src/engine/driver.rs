@@ -3,7 +3,7 @@
 //! service answered so far. A create is never repeated blindly: one without a definite answer
 //! is resolved by looking the object up by natural key (`reconcile::execute`).
 
-use super::{ManagedKind, Planned, PlannedStep, StepAction, StepOutcome, StepReport};
+use super::{ManagedKind, Planned, PlannedStep, StepAction, StepOutcome, StepReport, target};
 use crate::api::{ApiError, Client};
 use crate::reconcile::execute::create_or_recover;
 use crate::reconcile::inventory::Inventory;
@@ -221,6 +221,22 @@ pub fn plan_deletion_of<K: ManagedKind>(
     })
 }
 
+/// Runs the deletion `step` (from [`ManagedKind::deletion`]) on the object `id`: an object
+/// already gone counts as deleted. Answers the object when the step leaves it in place (a
+/// deactivation), `None` when it is gone.
+///
+/// Errors: the API's, other than not-found.
+pub async fn delete<K: ManagedKind>(
+    client: &Client,
+    step: &PlannedStep<K::Request>,
+    id: i64,
+) -> Result<Option<K::Detail>, ApiError> {
+    match K::run(client, &step.request, Some(id)).await {
+        Err(e) if e.is_not_found() => Ok(None),
+        other => other,
+    }
+}
+
 /// Runs one step when due; `Ok(false)` when its condition did not hold.
 async fn run_step<K: ManagedKind>(
     client: &Client,
@@ -251,12 +267,8 @@ async fn run_step<K: ManagedKind>(
             })
             .await?
         }
-        // Already gone counts as deleted; nothing is left to read.
         StepAction::Delete => {
-            let answer = match K::run(client, &step.request, *id).await {
-                Err(e) if e.is_not_found() => None,
-                other => other?,
-            };
+            let answer = delete::<K>(client, step, target(step.step.endpoint, *id)?).await?;
             *id = None;
             answer
         }

@@ -5,18 +5,20 @@
 //! of [`Step`]s and executes them. Every API call is a step with the condition under which it
 //! runs, so a plan lists every call an apply may make.
 //!
-//! Where the move stands (issue "One managed-resource engine"): the cluster-less
-//! `plan`/`apply`/`destroy` run every kind through this engine; the controller still runs its
-//! own per-kind executors on `crate::reconcile` and moves here next.
+//! Both front ends run on it: the controller (`crate::controller::converge`, adding what only
+//! a cluster has: cached lists, identity in metadata, Events, Secrets, pacing) and the
+//! cluster-less `plan`/`apply`/`destroy` (`crate::offline`).
 
 pub mod driver;
 pub mod kinds;
+mod status;
 mod step;
 
 use std::future::Future;
 
 use secrecy::SecretString;
 
+pub use status::{ManagedStatus, Pacing};
 pub use step::{Sent, Step, StepAction, StepOutcome, StepReport};
 
 use crate::api::{ApiError, Client};
@@ -76,17 +78,49 @@ pub struct Export {
     pub value: SecretString,
 }
 
+/// A Secret key the spec asks the front end to fill with a value of the object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretRef {
+    /// Secret name from the spec.
+    pub secret_name: String,
+    /// Key in the Secret's data.
+    pub key: &'static str,
+}
+
+/// What a status is projected from: a list item (the fields a list shows) or an object as a
+/// read, create or update answered it (all fields).
+#[derive(Clone, Copy, Debug)]
+pub enum Seen<'a, I, D> {
+    /// A list item.
+    Item(&'a I),
+    /// A detail.
+    Detail(&'a D),
+}
+
+/// Where a converged resource stands, for its `Ready` condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// True when the object is as the spec asks and nothing is pending at the service.
+    pub ready: bool,
+    /// CamelCase reason, e.g. `Available`, `Verified`, `VerifyingDns`.
+    pub reason: &'static str,
+    /// For people.
+    pub message: String,
+}
+
 /// One kind of managed resource. Implementations hold the kind's behaviour and nothing else:
 /// no retries, no ordering, no Kubernetes; the [`driver`] supplies those.
 pub trait ManagedKind: 'static {
     /// The custom resource.
     type Resource: Sync;
     /// The validated spec.
-    type Desired: Send + Sync;
+    type Desired: Clone + Send + Sync;
     /// An object as a list page shows it.
     type Item: Clone + Send + Sync;
     /// An object as a read, a create or an update answers it.
     type Detail: Send + Sync;
+    /// The resource's status.
+    type Status: ManagedStatus + std::fmt::Debug;
     /// What the plan compares: built from a list item or, when the spec sets fields the list
     /// lacks ([`ManagedKind::needs_detail`]), from a read.
     type Observed: Send + Sync;
@@ -155,6 +189,50 @@ pub trait ManagedKind: 'static {
     ) -> impl Future<Output = Result<Vec<Self::Item>, ApiError>> + Send;
     /// The id of an object as answered.
     fn detail_id(detail: &Self::Detail) -> i64;
+    /// The Secret keys the spec asks to fill.
+    fn secret_refs(d: &Self::Desired) -> Vec<SecretRef>;
     /// The secret values of `detail` that the spec asks to store.
-    fn exports(d: &Self::Desired, detail: &Self::Detail) -> Vec<Export>;
+    ///
+    /// Errors: for people, why `detail` lacks a value the spec asks for (a sub account without
+    /// a key of the name `spec.apiKey.name` gives).
+    fn exports(d: &Self::Desired, detail: &Self::Detail) -> Result<Vec<Export>, String>;
+    /// The secret values a list item already carries (`None`: a read is needed).
+    fn item_exports(_d: &Self::Desired, _item: &Self::Item) -> Option<Vec<Export>> {
+        None
+    }
+
+    /// The resource's status as last written (empty when none).
+    fn status(r: &Self::Resource) -> Self::Status;
+    /// The status after seeing the object: fields the object shows replace those of `old`,
+    /// fields it does not show (and the front end's own, such as pacing) are kept.
+    fn project(old: &Self::Status, seen: Seen<'_, Self::Item, Self::Detail>) -> Self::Status;
+    /// True when `status` already shows everything a read of `item`'s object would add, as far
+    /// as `d` needs it: no read is needed to report or compare it.
+    fn status_has_detail(_d: &Self::Desired, _status: &Self::Status, _item: &Self::Item) -> bool {
+        true
+    }
+    /// What the plan compares when the spec needs detail-only fields and no read was made: the
+    /// list item, with those fields as `status` last recorded them.
+    fn observe_known(item: &Self::Item, _status: &Self::Status) -> Self::Observed {
+        Self::observe_item(item)
+    }
+    /// Where a resource stands once its steps ran, from its status.
+    fn summary(d: &Self::Desired, status: &Self::Status) -> Summary;
+    /// Fills in status fields that cost a call of their own and matter only until the
+    /// resource is ready (a sending domain's SPF suggestion). Failures leave them empty.
+    fn complete_status(
+        _client: &Client,
+        _status: &mut Self::Status,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+    /// The list item the service would now list for `detail` (to keep a cached list current).
+    fn item_of(detail: &Self::Detail) -> Self::Item;
+    /// The SubAccount (same namespace) whose sub account holds the object, if the spec names
+    /// one.
+    fn sub_account_ref(_r: &Self::Resource) -> Option<&str> {
+        None
+    }
+    /// Scopes `d` to the sub account `id` once the front end resolved the reference.
+    fn in_sub_account(_d: &mut Self::Desired, _id: i64) {}
 }

@@ -13,7 +13,7 @@ use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::{ManagedKind, StepReport};
 use crate::files::SafeDir;
-use crate::reconcile::{Found, MatchedBy, natural_key, sendingdomain, subaccount};
+use crate::reconcile::{Found, MatchedBy, natural_key, sendingdomain};
 
 /// How many resources of one kind are applied at once. The client's request budget
 /// (`--api-concurrency`, `--api-rps`) is the real limit; this only bounds the tasks waiting
@@ -214,15 +214,20 @@ pub(crate) async fn apply_one<K: ManagedKind>(
     o.steps = executed.steps;
     if let Some(detail) = &executed.detail {
         o.entry.id = Some(K::detail_id(detail));
-        for export in K::exports(&plan.desired, detail) {
-            write_secret(
-                ctx,
-                &mut o,
-                namespace,
-                &export.secret_name,
-                export.key,
-                &export.value,
-            );
+        match K::exports(&plan.desired, detail) {
+            Ok(exports) => {
+                for export in exports {
+                    write_secret(
+                        ctx,
+                        &mut o,
+                        namespace,
+                        &export.secret_name,
+                        export.key,
+                        &export.value,
+                    );
+                }
+            }
+            Err(note) => o.entry.notes.push(note),
         }
     }
     (o, executed.detail)
@@ -240,18 +245,7 @@ async fn apply_sub_account(
     // it anyway, for the keys created with the sub account).
     let want = ctx.secrets_dir.is_some() && p.desired.initial_key.is_some();
     let namespace = plan.resources[i].namespace();
-    let (mut o, detail) = apply_one(ctx, p, entry, namespace, None, want).await;
-    if let (Some(d), Some(name)) = (&detail, subaccount::initial_key_name(&p.desired))
-        && !d
-            .api_keys
-            .iter()
-            .any(|k| natural_key::same_key_name(&k.name, &name))
-    {
-        o.entry
-            .notes
-            .push(format!("the sub account has no key named \"{name}\""));
-    }
-    (o, detail)
+    apply_one(ctx, p, entry, namespace, None, want).await
 }
 
 async fn apply_api_key(

@@ -104,7 +104,7 @@ pub const CALLS: &[Call] = &[
         "subaccounts",
         "get",
         W,
-        "controller::managed::apply reads the object afresh; controller::apikey reads the SubAccount of spec.subAccountRef",
+        "controller::managed::apply reads the object afresh; controller::converge reads the SubAccount of spec.subAccountRef",
     ),
     call(
         MT,

@@ -7,8 +7,10 @@
 use crate::api::{
     ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, ListApiKeysQuery, UpdateApiKey,
 };
-use crate::crd::{ApiKey, DeletionPolicy};
-use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction, target};
+use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy};
+use crate::engine::{
+    Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
+};
 use crate::reconcile::apikey::{self, Desired, Observed};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::{Action, Found, Lookup, Problem};
@@ -55,6 +57,7 @@ impl ManagedKind for ApiKey {
     type Detail = ApiKeyDetail;
     type Observed = Observed;
     type Request = Call;
+    type Status = ApiKeyStatus;
     const KIND: &'static str = "ApiKey";
     const NOUN: &'static str = "API key";
 
@@ -185,11 +188,74 @@ impl ManagedKind for ApiKey {
         detail.id
     }
 
-    fn exports(d: &Desired, detail: &ApiKeyDetail) -> Vec<Export> {
-        vec![Export {
+    fn secret_refs(d: &Desired) -> Vec<SecretRef> {
+        vec![SecretRef {
             secret_name: d.secret_name.clone(),
             key: SECRET_KEY,
-            value: detail.key.clone(),
         }]
+    }
+
+    fn exports(d: &Desired, detail: &ApiKeyDetail) -> Result<Vec<Export>, String> {
+        Ok(vec![export(d, &detail.key)])
+    }
+
+    /// Lists carry the key value (interface document, "List API keys").
+    fn item_exports(d: &Desired, item: &ApiKeyListItem) -> Option<Vec<Export>> {
+        Some(vec![export(d, &item.key)])
+    }
+
+    fn status(r: &ApiKey) -> ApiKeyStatus {
+        r.status.clone().unwrap_or_default()
+    }
+
+    fn project(old: &ApiKeyStatus, seen: Seen<'_, ApiKeyListItem, ApiKeyDetail>) -> ApiKeyStatus {
+        let mut status = match seen {
+            Seen::Detail(d) => apikey::status_from_detail(d),
+            Seen::Item(i) => apikey::status_from_list_item(i, old),
+        };
+        status.conditions = old.conditions.clone();
+        status.observed_generation = old.observed_generation;
+        status
+    }
+
+    fn status_has_detail(d: &Desired, status: &ApiKeyStatus, item: &ApiKeyListItem) -> bool {
+        status.id == Some(item.id)
+            && (!apikey::needs_detail(d) || apikey::status_has_detail(status, item.id))
+    }
+
+    fn observe_known(item: &ApiKeyListItem, status: &ApiKeyStatus) -> Observed {
+        Observed::last_known(item, status)
+    }
+
+    fn summary(d: &Desired, status: &ApiKeyStatus) -> Summary {
+        Summary {
+            ready: true,
+            reason: "Available",
+            message: format!(
+                "API key {} is in sync; its value is in Secret \"{}\"",
+                status.id.unwrap_or_default(),
+                d.secret_name
+            ),
+        }
+    }
+
+    fn item_of(detail: &ApiKeyDetail) -> ApiKeyListItem {
+        apikey::list_item_from_detail(detail)
+    }
+
+    fn sub_account_ref(r: &ApiKey) -> Option<&str> {
+        r.spec.sub_account_ref.as_ref().map(|s| s.name.as_str())
+    }
+
+    fn in_sub_account(d: &mut Desired, id: i64) {
+        d.sub_account_id = Some(id);
+    }
+}
+
+fn export(d: &Desired, value: &secrecy::SecretString) -> Export {
+    Export {
+        secret_name: d.secret_name.clone(),
+        key: SECRET_KEY,
+        value: value.clone(),
     }
 }

@@ -7,8 +7,10 @@ use crate::api::{
     ApiError, Client, CreateSendingDomain, ListSendingDomainsQuery, SendingDomainDetail,
     SendingDomainListItem,
 };
-use crate::crd::{DeletionPolicy, SendingDomain};
-use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction, target};
+use crate::crd::{DeletionPolicy, SendingDomain, SendingDomainStatus};
+use crate::engine::{
+    Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
+};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::sendingdomain::{self, Desired, Observed, SHARED_ASSIGNMENT};
 use crate::reconcile::{Action, Found, Lookup, Problem};
@@ -72,6 +74,7 @@ impl ManagedKind for SendingDomain {
     type Detail = SendingDomainDetail;
     type Observed = Observed;
     type Request = Call;
+    type Status = SendingDomainStatus;
     const KIND: &'static str = "SendingDomain";
     const NOUN: &'static str = "sending domain";
 
@@ -184,14 +187,101 @@ impl ManagedKind for SendingDomain {
         detail.id
     }
 
-    fn exports(d: &Desired, detail: &SendingDomainDetail) -> Vec<Export> {
+    fn secret_refs(d: &Desired) -> Vec<SecretRef> {
         d.dkim_private_key_secret_name
             .iter()
-            .map(|name| Export {
+            .map(|name| SecretRef {
                 secret_name: name.clone(),
                 key: DKIM_SECRET_KEY,
-                value: detail.dkim_private_key.clone(),
             })
             .collect()
+    }
+
+    fn exports(d: &Desired, detail: &SendingDomainDetail) -> Result<Vec<Export>, String> {
+        Ok(Self::secret_refs(d)
+            .into_iter()
+            .map(|r| Export {
+                secret_name: r.secret_name,
+                key: r.key,
+                value: detail.dkim_private_key.clone(),
+            })
+            .collect())
+    }
+
+    fn status(r: &SendingDomain) -> SendingDomainStatus {
+        r.status.clone().unwrap_or_default()
+    }
+
+    /// A detail replaces the records and flags; the verify-txt pacing and the SPF suggestion
+    /// are kept until the domain is verified.
+    fn project(
+        old: &SendingDomainStatus,
+        seen: Seen<'_, SendingDomainListItem, SendingDomainDetail>,
+    ) -> SendingDomainStatus {
+        let mut status = match seen {
+            Seen::Detail(d) => SendingDomainStatus {
+                verify_attempts: old.verify_attempts,
+                last_verify_time: old.last_verify_time.clone(),
+                spf_suggestion: old.spf_suggestion.clone(),
+                ..sendingdomain::status_from_detail(d)
+            },
+            Seen::Item(i) => SendingDomainStatus {
+                id: Some(i.id),
+                assignment: Some(i.assignment.clone()),
+                sub_account_id: Some(i.sub_account_id),
+                ..old.clone()
+            },
+        };
+        if status.verified {
+            status.verify_attempts = None;
+            status.last_verify_time = None;
+            status.spf_suggestion = None;
+        }
+        status.conditions = old.conditions.clone();
+        status.observed_generation = old.observed_generation;
+        status
+    }
+
+    /// The records are read once; again when the list shows the verification changed.
+    fn status_has_detail(
+        _d: &Desired,
+        status: &SendingDomainStatus,
+        item: &SendingDomainListItem,
+    ) -> bool {
+        status.id == Some(item.id)
+            && !status.dns_records.is_empty()
+            && status.verified == Observed::from(item).verified
+    }
+
+    fn summary(_d: &Desired, status: &SendingDomainStatus) -> Summary {
+        let id = status.id.unwrap_or_default();
+        match sendingdomain::unverified_message(&status.dns_records) {
+            None if status.verified => Summary {
+                ready: true,
+                reason: "Verified",
+                message: format!(
+                    "sending domain {id} is verified: SPF, DKIM and tracking CNAME are published."
+                ),
+            },
+            waiting => Summary {
+                ready: false,
+                reason: "VerifyingDns",
+                message: waiting.unwrap_or_else(|| "waiting for DNS verification".into()),
+            },
+        }
+    }
+
+    /// The SPF record to publish when one exists already (interface document, "SPF
+    /// suggestion"), while the domain is unverified.
+    async fn complete_status(client: &Client, status: &mut SendingDomainStatus) {
+        if let (false, None, Some(id)) = (status.verified, &status.spf_suggestion, status.id)
+            && let Ok(s) = client.spf_suggestion(id).await
+        {
+            status.spf_suggestion = Some(s.suggestion);
+        }
+    }
+
+    fn item_of(detail: &SendingDomainDetail) -> SendingDomainListItem {
+        sendingdomain::list_item_from_detail(detail)
     }
 }

@@ -7,8 +7,10 @@ use crate::api::{
     ApiError, Client, CreateSubAccount, ListSubAccountsQuery, SubAccountDetail, SubAccountListItem,
     UpdateSubAccount,
 };
-use crate::crd::{SubAccount, SubAccountDeletionPolicy};
-use crate::engine::{Export, ManagedKind, Planned, PlannedStep, Step, StepAction, target};
+use crate::crd::{SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
+use crate::engine::{
+    Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
+};
 use crate::reconcile::inventory::Inventory;
 use crate::reconcile::subaccount::{self, Desired, Observed};
 use crate::reconcile::{Action, Found, Lookup, Problem, natural_key};
@@ -61,6 +63,7 @@ impl ManagedKind for SubAccount {
     type Detail = SubAccountDetail;
     type Observed = Observed;
     type Request = Call;
+    type Status = SubAccountStatus;
     const KIND: &'static str = "SubAccount";
     const NOUN: &'static str = "sub account";
 
@@ -178,20 +181,76 @@ impl ManagedKind for SubAccount {
         detail.id
     }
 
-    fn exports(d: &Desired, detail: &SubAccountDetail) -> Vec<Export> {
+    fn secret_refs(d: &Desired) -> Vec<SecretRef> {
+        d.initial_key
+            .iter()
+            .map(|k| SecretRef {
+                secret_name: k.secret_name.clone(),
+                key: SECRET_KEY,
+            })
+            .collect()
+    }
+
+    /// The first key's value, from the sub account's keys (a read lists them with their values).
+    fn exports(d: &Desired, detail: &SubAccountDetail) -> Result<Vec<Export>, String> {
         let (Some(key), Some(name)) = (&d.initial_key, subaccount::initial_key_name(d)) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
-        detail
+        match detail
             .api_keys
             .iter()
             .find(|k| natural_key::same_key_name(&k.name, &name))
-            .map(|k| Export {
+        {
+            Some(k) => Ok(vec![Export {
                 secret_name: key.secret_name.clone(),
                 key: SECRET_KEY,
                 value: k.key.clone(),
-            })
-            .into_iter()
-            .collect()
+            }]),
+            None => Err(format!(
+                "the sub account has no key named \"{name}\" to write to Secret \"{}\" (spec.apiKey applies at creation only)",
+                key.secret_name
+            )),
+        }
+    }
+
+    fn status(r: &SubAccount) -> SubAccountStatus {
+        r.status.clone().unwrap_or_default()
+    }
+
+    fn project(
+        old: &SubAccountStatus,
+        seen: Seen<'_, SubAccountListItem, SubAccountDetail>,
+    ) -> SubAccountStatus {
+        let mut status = match seen {
+            Seen::Detail(d) => subaccount::status_from_detail(d),
+            Seen::Item(i) => subaccount::status_from_list_item(i, old),
+        };
+        status.conditions = old.conditions.clone();
+        status.observed_generation = old.observed_generation;
+        status
+    }
+
+    fn status_has_detail(
+        _d: &Desired,
+        status: &SubAccountStatus,
+        item: &SubAccountListItem,
+    ) -> bool {
+        subaccount::status_has_detail(status, item.id)
+    }
+
+    fn observe_known(item: &SubAccountListItem, status: &SubAccountStatus) -> Observed {
+        Observed::last_known(item, status)
+    }
+
+    fn summary(_d: &Desired, status: &SubAccountStatus) -> Summary {
+        Summary {
+            ready: true,
+            reason: "Available",
+            message: format!("sub account {} is in sync", status.id.unwrap_or_default()),
+        }
+    }
+
+    fn item_of(detail: &SubAccountDetail) -> SubAccountListItem {
+        subaccount::list_item_from_detail(detail)
     }
 }

@@ -1,0 +1,504 @@
+//! The controller's front end of the managed-resource engine: one generic converge and one
+//! generic cleanup for every kind. The kind's behaviour (lookup, plan, steps, status
+//! projection, exported secrets) is its [`ManagedKind`] implementation; what is added here is
+//! what only a cluster has: the account's cached lists, identity in metadata (the pending
+//! marker before a create), Events, Secrets, the detail-read schedule and the pacing of
+//! `verify-txt`.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+
+use super::common::spec_changed;
+use super::context::{Context, object_key};
+use super::error::{Error, Result};
+use super::find::{Query, find_managed, gone_is_none};
+use super::identity;
+use super::managed::{ConvergeResult, Converged, Failure, Managed};
+use super::secrets::{self, Integrity, SecretError, SecretWrite};
+use super::status::Outcome;
+use crate::crd::SubAccount;
+use crate::crd::conditions::now_rfc3339;
+use crate::engine::driver::{self, ResourcePlan};
+use crate::engine::{ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, Summary};
+use crate::reconcile::{MatchedBy, sendingdomain::verify_backoff};
+
+fn noun<K: ManagedKind>() -> &'static str {
+    K::NOUN
+}
+
+/// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
+/// `old` is the status as last written.
+pub async fn converge<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    old: &K::Status,
+) -> ConvergeResult<K::Status> {
+    let mut desired = K::desired(obj).map_err(|problems| Failure::invalid_spec(&problems, old))?;
+    let by_name_is_own = match sub_account_scope(obj, ctx, old).await? {
+        Scope::Company => false,
+        Scope::SubAccount { id, managed } => {
+            K::in_sub_account(&mut desired, id);
+            managed
+        }
+        Scope::Waiting(message) => {
+            let outcome = Outcome::Progressing {
+                reason: "ReferenceNotReady",
+                message,
+            };
+            return Ok(Converged {
+                requeue: Some(Action::requeue(ctx.resync_delay())),
+                ..Converged::new(outcome, old.clone())
+            });
+        }
+    };
+    let query = Query {
+        key: K::natural_key(&desired),
+        by_name_is_own,
+    };
+    let found =
+        find_managed(
+            ctx,
+            obj,
+            old,
+            query,
+            || ctx.cache.fresh::<K>(),
+            |items, external_id| K::lookup(&desired, external_id, old.id(), items),
+            |id| async move {
+                gone_is_none(K::read(&ctx.api, id).await).map(|d| d.map(|d| K::item_of(&d)))
+            },
+        )
+        .await?;
+    let item = found.as_ref().map(|(item, _)| item);
+    let key = object_key(obj);
+    // Fields only a read returns, when the plan compares them: read when the status does not
+    // hold them and the spec changed, and once per detail resync interval.
+    let has_detail = item.is_some_and(|i| K::status_has_detail(&desired, old, i));
+    let mut detail = None;
+    if let Some((_, how)) = &found
+        && K::needs_detail(&desired)
+        && (ctx.details.due(&key, has_detail)
+            || (!has_detail && spec_changed(obj, old.observed_generation())))
+    {
+        let read = K::read(&ctx.api, how.id).await;
+        detail =
+            Some(read.map_err(|e| Failure::api(e, &format!("reading the {}", noun::<K>()), old))?);
+        ctx.details.read(&key);
+    }
+    let observed = match (&found, &detail) {
+        (Some((_, how)), Some(d)) => Some((*how, K::observe_detail(d))),
+        (Some((i, how)), None) if K::needs_detail(&desired) => {
+            Some((*how, K::observe_known(i, old)))
+        }
+        (Some((i, how)), None) => Some((*how, K::observe_item(i))),
+        (None, _) => None,
+    };
+    let mut plan = driver::plan_observed::<K>(desired, observed)
+        .map_err(|e| Failure::stalled("CannotCreate", e.to_string(), old))?;
+    let may_write = obj.writes();
+    if !may_write {
+        plan.planned.steps.clear();
+    }
+    if !may_write && found.is_none() {
+        let message = format!(
+            "managementPolicy is ObserveOnly and no {} matches; nothing is created",
+            noun::<K>()
+        );
+        let outcome = Outcome::Progressing {
+            reason: "ExternalObjectMissing",
+            message,
+        };
+        return Ok(Converged::new(outcome, old.clone()));
+    }
+
+    let mut status = old.clone();
+    let creates = plan
+        .planned
+        .steps
+        .iter()
+        .any(|s| s.step.action == StepAction::Create);
+    let mut requeue = pace(&mut plan, &mut status, ctx, creates);
+    // Observing is not owning: values of an object the resource did not create are exported
+    // only under an adoption policy (else any namespace could copy any key by naming it).
+    let exports = may_write || identity::adoption_policy(ctx, obj).is_some();
+    let mut broken = Vec::new();
+    if exports {
+        for r in K::secret_refs(&plan.desired) {
+            let integrity = secrets::check(ctx, obj, &r.secret_name, r.key).await;
+            broken.push(integrity.map_err(|e| Failure::kube("SecretWriteFailed", e, old))?);
+        }
+    }
+    let needs_value = broken.iter().any(|i| !matches!(i, Integrity::Intact))
+        && item.is_none_or(|i| K::item_exports(&plan.desired, i).is_none());
+    let want_detail =
+        needs_value || item.is_some_and(|i| !K::status_has_detail(&plan.desired, old, i));
+    if creates {
+        identity::mark_pending(ctx, obj)
+            .await
+            .map_err(|e| Failure::kube("IdentityWriteFailed", e, old))?;
+    }
+    let executed = driver::execute::<K>(&ctx.api, &plan, detail, want_detail).await;
+    if let Some(d) = &executed.detail {
+        K::absorb(&ctx.cache, d);
+        ctx.details.read(&key);
+    }
+    status = match (&executed.detail, item) {
+        (Some(d), _) => K::project(&status, Seen::Detail(d)),
+        (None, Some(i)) => K::project(&status, Seen::Item(i)),
+        (None, None) => status,
+    };
+    let id = status.id().unwrap_or_default();
+    for report in &executed.steps {
+        let Some(doing) = failed_doing::<K>(&report.step.action, &report.outcome) else {
+            if report.outcome == StepOutcome::Done {
+                step_event::<K>(ctx, obj, report, id, &plan, &status).await;
+            }
+            continue;
+        };
+        let Some(e) = executed.error else { break };
+        return Err(Failure::api(e, &doing, &status));
+    }
+    if let Some(e) = executed.error {
+        return Err(Failure::api(
+            e,
+            &format!("reading the {}", noun::<K>()),
+            &status,
+        ));
+    }
+    if let Some(found) = plan.planned.found
+        && old.id().is_none()
+        && may_write
+        && matches!(
+            found.matched_by,
+            MatchedBy::NaturalKey | MatchedBy::ExternalId
+        )
+    {
+        let message = format!("adopted existing {} {}", noun::<K>(), found.id);
+        ctx.event(obj, EventType::Normal, "Adopted", "Adopt", message)
+            .await;
+    }
+    let mut notes = plan.planned.notes.clone();
+    if exports {
+        let values = match (&executed.detail, item) {
+            (Some(d), _) => K::exports(&plan.desired, d),
+            (None, Some(i)) => Ok(K::item_exports(&plan.desired, i).unwrap_or_default()),
+            (None, None) => Ok(Vec::new()),
+        };
+        match values {
+            Ok(values) => {
+                for (value, integrity) in values.iter().zip(broken) {
+                    let current = match integrity {
+                        Integrity::Intact if executed.detail.is_none() => continue,
+                        Integrity::Intact => None,
+                        Integrity::Broken { current } => Some(current),
+                    };
+                    write_secret(ctx, obj, value, current, old.id().is_some(), &status).await?;
+                }
+            }
+            Err(note) => notes.push(note),
+        }
+    }
+    let summary = K::summary(&plan.desired, &status);
+    if summary.ready {
+        if let Some(p) = status.pacing() {
+            *p.attempts = None;
+            *p.last = None;
+        }
+    } else if may_write {
+        K::complete_status(&ctx.api, &mut status).await;
+        if requeue.is_none()
+            && let Some(p) = status.pacing()
+        {
+            let (first, max) = (
+                ctx.settings.verify_first_interval,
+                ctx.settings.verify_max_interval,
+            );
+            requeue = p.attempts.map(|a| verify_backoff(a, first, max));
+        }
+    }
+    let routine = !summary.ready;
+    let outcome = outcome(summary, &plan, may_write, &notes);
+    Ok(Converged {
+        outcome,
+        status,
+        requeue: requeue.map(Action::requeue),
+        routine,
+    })
+}
+
+/// The Ready condition of a converged resource: the kind's summary, or for `ObserveOnly` what
+/// differs from the spec (never corrected).
+fn outcome<K: ManagedKind>(
+    summary: Summary,
+    plan: &ResourcePlan<K>,
+    may_write: bool,
+    notes: &[String],
+) -> Outcome {
+    let notes = if notes.is_empty() {
+        String::new()
+    } else {
+        format!(" Note: {}", notes.join("; "))
+    };
+    let changes = &plan.planned.changes;
+    if !may_write && !changes.is_empty() {
+        let diff: Vec<String> = changes
+            .iter()
+            .map(|c| format!("{}: {} (service) vs {} (spec)", c.field, c.from, c.to))
+            .collect();
+        let message = format!(
+            "the service differs from the spec, not corrected (ObserveOnly): {}",
+            diff.join("; ")
+        );
+        return Outcome::Progressing {
+            reason: "DriftDetected",
+            message,
+        };
+    }
+    match (summary.ready, may_write) {
+        (true, true) => Outcome::Ready {
+            reason: summary.reason,
+            message: format!("{}{notes}", summary.message),
+        },
+        (true, false) => Outcome::Ready {
+            reason: "Observed",
+            message: format!("{} (ObserveOnly){notes}", summary.message),
+        },
+        (false, _) => {
+            let mode = if may_write {
+                ""
+            } else {
+                " (ObserveOnly: nothing is called to change it)"
+            };
+            Outcome::Progressing {
+                reason: summary.reason,
+                message: format!("{}{mode}{notes}", summary.message),
+            }
+        }
+    }
+}
+
+/// The pacing of the repeated step (`verify-txt`): not in the reconcile that creates the
+/// object (the first call comes `verify_first_interval` later), then once the backoff since the
+/// last call has passed. Returns the wait before the step is due, when it is left out.
+fn pace<K: ManagedKind>(
+    plan: &mut ResourcePlan<K>,
+    status: &mut K::Status,
+    ctx: &Context,
+    creates: bool,
+) -> Option<Duration> {
+    let (first, max) = (
+        ctx.settings.verify_first_interval,
+        ctx.settings.verify_max_interval,
+    );
+    let repeated =
+        |s: &crate::engine::PlannedStep<K::Request>| s.step.action == StepAction::VerifyTxt;
+    if !plan.planned.steps.iter().any(repeated) {
+        return None;
+    }
+    let pacing = status.pacing()?;
+    let wait = if creates {
+        *pacing.attempts = Some(0);
+        *pacing.last = Some(now_rfc3339());
+        first
+    } else {
+        let attempts = pacing.attempts.unwrap_or(0);
+        let last = pacing
+            .last
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        let wait = last.map_or(Duration::ZERO, |last| {
+            let due = last.with_timezone(&chrono::Utc)
+                + chrono::Duration::from_std(verify_backoff(attempts, first, max))
+                    .unwrap_or_default();
+            (due - chrono::Utc::now())
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+        });
+        if wait.is_zero() {
+            *pacing.attempts = Some(attempts.saturating_add(1));
+            *pacing.last = Some(now_rfc3339());
+            return None;
+        }
+        wait
+    };
+    plan.planned.steps.retain(|s| !repeated(s));
+    Some(wait)
+}
+
+/// What a failed step was doing, for its condition message (`None`: the step did not fail).
+fn failed_doing<K: ManagedKind>(action: &StepAction, outcome: &StepOutcome) -> Option<String> {
+    if !matches!(outcome, StepOutcome::Failed { .. }) {
+        return None;
+    }
+    let verb = match action {
+        StepAction::Create => "creating",
+        StepAction::Update => "updating",
+        StepAction::Share => "sharing",
+        StepAction::VerifyTxt => return Some("verify-txt".into()),
+        StepAction::Delete => "deleting",
+    };
+    Some(format!("{verb} the {}", noun::<K>()))
+}
+
+/// The Event of a step that was made.
+async fn step_event<K: Managed>(
+    ctx: &Context,
+    obj: &K,
+    report: &crate::engine::StepReport,
+    id: i64,
+    plan: &ResourcePlan<K>,
+    status: &K::Status,
+) {
+    let noun = noun::<K>();
+    let fields: Vec<&str> = report.step.sends.iter().map(|s| s.field).collect();
+    let (reason, action, note) = match report.step.action {
+        StepAction::Create => (
+            "Created",
+            "Create",
+            format!("created {noun} {id} \"{}\"", K::natural_key(&plan.desired)),
+        ),
+        StepAction::Update => (
+            "Updated",
+            "Update",
+            format!("updated {noun} {id} ({})", fields.join(", ")),
+        ),
+        StepAction::Share => ("Shared", "Update", format!("shared {noun} {id}")),
+        StepAction::VerifyTxt if K::summary(&plan.desired, status).ready => (
+            "Verified",
+            "Verify",
+            format!("the DNS records of {noun} {id} are verified"),
+        ),
+        StepAction::VerifyTxt => return,
+        StepAction::Delete => ("Deleted", "Delete", format!("deleted {noun} {id}")),
+    };
+    ctx.event(obj, EventType::Normal, reason, action, note)
+        .await;
+}
+
+/// Writes one exported value into its Secret (`current`: the Secret as just read when it was
+/// found broken); an Event when a Secret of an object already recorded had to be written again.
+async fn write_secret<K: Managed>(
+    ctx: &Context,
+    obj: &K,
+    value: &crate::engine::Export,
+    current: Option<Option<Box<k8s_openapi::api::core::v1::Secret>>>,
+    recorded: bool,
+    status: &K::Status,
+) -> std::result::Result<(), Box<Failure<K::Status>>> {
+    let name = &value.secret_name;
+    let written = match &current {
+        Some(current) => {
+            secrets::ensure_over(ctx, obj, name, value.key, &value.value, current.as_deref()).await
+        }
+        None => secrets::ensure(ctx, obj, name, value.key, &value.value).await,
+    };
+    match written {
+        Ok(SecretWrite::Written) if recorded && current.is_some() => {
+            let note = format!("wrote {} to Secret \"{name}\" again", value.key);
+            ctx.event(
+                obj,
+                EventType::Normal,
+                "SecretRestored",
+                "WriteSecret",
+                note,
+            )
+            .await;
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(SecretError::Kube(e)) => Err(Failure::kube("SecretWriteFailed", e, status)),
+        Err(e) => Err(Failure::blocked("SecretConflict", e.to_string(), status)),
+    }
+}
+
+/// Where the spec puts the object.
+enum Scope {
+    /// The company account.
+    Company,
+    /// The sub account of a SubAccount; `managed` when that SubAccount manages it (not only
+    /// observes it): objects found there by natural key are then this resource's own.
+    SubAccount { id: i64, managed: bool },
+    /// The SubAccount does not exist or has no id yet (for people).
+    Waiting(String),
+}
+
+/// Resolves `spec.subAccountRef`. The SubAccount controller's cache answers without a request;
+/// a SubAccount outside it (not created yet, another shard, the cache still filling) is read
+/// from the API. A SubAccount that gets its id triggers the resources that reference it.
+async fn sub_account_scope<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    old: &K::Status,
+) -> std::result::Result<Scope, Box<Failure<K::Status>>> {
+    let Some(sub) = K::sub_account_ref(obj) else {
+        return Ok(Scope::Company);
+    };
+    let namespace = obj.namespace().unwrap_or_default();
+    let cached = ctx
+        .claims
+        .sub_accounts
+        .get()
+        .and_then(|store| store.get(&ObjectRef::new(sub).within(&namespace)));
+    let read = match cached {
+        Some(s) => Some(s),
+        None => Api::<SubAccount>::namespaced(ctx.kube.clone(), &namespace)
+            .get_opt(sub)
+            .await
+            .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?
+            .map(std::sync::Arc::new),
+    };
+    Ok(
+        match read
+            .as_ref()
+            .and_then(|s| s.status.as_ref().and_then(|st| st.id).map(|id| (s, id)))
+        {
+            Some((s, id)) => Scope::SubAccount {
+                id,
+                managed: s.spec.management_policy.may_write(),
+            },
+            None => Scope::Waiting(format!(
+                "SubAccount \"{sub}\" does not exist yet or has no sub account id; waiting for it"
+            )),
+        },
+    )
+}
+
+/// Carries out `obj`'s deletion policy on the object it records, when it may write: one step
+/// through the engine (a delete, or a sub account's deactivation); an object already gone
+/// counts as done.
+///
+/// Errors: the API's (the finalizer stays).
+pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
+    let (Some(id), Some(step), true) = (obj.recorded_id(), K::deletion(obj), obj.writes()) else {
+        return Ok(Action::await_change());
+    };
+    let answer = driver::delete::<K>(&ctx.api, &step, id)
+        .await
+        .map_err(Error::Api)?;
+    let fields: Vec<String> = step
+        .step
+        .sends
+        .iter()
+        .map(|s| format!("{} {}", s.field, s.value))
+        .collect();
+    let (reason, note) = match &answer {
+        Some(d) => {
+            K::absorb(&ctx.cache, d);
+            (
+                "Deactivated",
+                format!("deactivated {} {id} ({})", noun::<K>(), fields.join(", ")),
+            )
+        }
+        None => {
+            K::list(&ctx.cache).remove(id);
+            ("Deleted", format!("deleted {} {id}", noun::<K>()))
+        }
+    };
+    ctx.event(obj, EventType::Normal, reason, "Delete", note)
+        .await;
+    Ok(Action::await_change())
+}

@@ -1,0 +1,74 @@
+//! The status every managed kind reports (Kubernetes API conventions, "Typical status
+//! properties"): conditions, `observedGeneration`, the id of the API object, and for kinds with
+//! a step that repeats until the service says it is done (a sending domain's `verify-txt`), the
+//! pacing of that step.
+
+use serde::Serialize;
+
+use crate::crd::{ApiKeyStatus, Condition, SendingDomainStatus, SubAccountStatus};
+
+/// A status with conditions, `observedGeneration` and the managed object's id.
+pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
+    /// `status.conditions`.
+    fn conditions(&self) -> &Vec<Condition>;
+    /// `status.conditions`, for writing.
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+    /// `status.observedGeneration`.
+    fn observed_generation(&self) -> Option<i64>;
+    /// Sets `status.observedGeneration`.
+    fn set_observed_generation(&mut self, generation: Option<i64>);
+    /// Forgets `status.id` (the resource does not own the API object).
+    fn clear_id(&mut self);
+    /// `status.id`: the API object the resource manages.
+    fn id(&self) -> Option<i64>;
+    /// The pacing of the kind's repeated step ([`crate::engine::StepAction::VerifyTxt`]), for
+    /// kinds that have one.
+    fn pacing(&mut self) -> Option<Pacing<'_>> {
+        None
+    }
+}
+
+/// How often a repeated step was made and when last: the step runs again once a backoff that
+/// doubles per attempt has passed since `last` (RFC 3339).
+pub struct Pacing<'a> {
+    /// Calls made so far (`None`: not started).
+    pub attempts: &'a mut Option<u32>,
+    /// When the last call was made, or the object created.
+    pub last: &'a mut Option<String>,
+}
+
+macro_rules! managed_status {
+    ($($t:ident),*) => {$(
+        impl ManagedStatus for $t {
+            fn conditions(&self) -> &Vec<Condition> {
+                &self.conditions
+            }
+            fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+                &mut self.conditions
+            }
+            fn observed_generation(&self) -> Option<i64> {
+                self.observed_generation
+            }
+            fn set_observed_generation(&mut self, generation: Option<i64>) {
+                self.observed_generation = generation;
+            }
+            fn clear_id(&mut self) {
+                self.id = None;
+            }
+            fn id(&self) -> Option<i64> {
+                self.id
+            }
+            managed_status!(@pacing $t);
+        }
+    )*};
+    (@pacing SendingDomainStatus) => {
+        fn pacing(&mut self) -> Option<Pacing<'_>> {
+            Some(Pacing {
+                attempts: &mut self.verify_attempts,
+                last: &mut self.last_verify_time,
+            })
+        }
+    };
+    (@pacing $t:ident) => {};
+}
+managed_status!(SubAccountStatus, ApiKeyStatus, SendingDomainStatus);
