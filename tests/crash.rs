@@ -14,9 +14,15 @@ mod harness;
 
 use std::time::Duration;
 
-use common::{WAIT, eventually};
-use harness::{Mix, Rig, assert_exactly, wait_all_ready};
+use common::{WAIT, eventually, wait_deleted};
+use harness::{Mix, NS, Rig, assert_exactly, wait_all_ready};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+use mailtarget_operator::crd::{ApiKey, SendingDomain};
 use mailtarget_operator::failpoints;
+
+/// Fail points are process-wide: the tests of this binary run one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// One resource of one kind.
 fn single(kind: &str) -> Mix {
@@ -33,6 +39,7 @@ fn single(kind: &str) -> Mix {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_every_step_of_a_create_leaves_exactly_one_object() {
+    let _serial = SERIAL.lock().await;
     assert!(
         fail::has_failpoints(),
         "fail points are off: run the tests with --all-features (feature `failpoints`)"
@@ -62,5 +69,76 @@ async fn a_crash_at_every_step_of_a_create_leaves_exactly_one_object() {
             assert_eq!(creates, 1, "{kind}, crash at {point}: one create call");
             rig.stop_operator().await;
         }
+    }
+}
+
+/// Starts deleting the resource `name` (the operator is down: its finalizer holds it) and
+/// returns what [`wait_gone`] needs.
+async fn start_deleting<K>(api: Api<K>, name: &str) -> (Api<K>, String, String)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let uid = api.get(name).await.expect("resource").uid().expect("uid");
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    (api, name.to_string(), uid)
+}
+
+/// A resource deleted while its create is unrecorded (the operator died after the POST, before
+/// it recorded the id anywhere but in the pending marker) still deletes its object per its
+/// deletionPolicy: the cleanup finds it by natural key, so nothing is orphaned at the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_deleted_after_an_unrecorded_create_leaves_no_object() {
+    let _serial = SERIAL.lock().await;
+    for kind in ["ApiKey", "SendingDomain"] {
+        let mut rig = Rig::new(Rig::sim_config()).await;
+        fail::cfg(failpoints::AFTER_CONVERGE, "panic").unwrap();
+        rig.start_operator(Duration::from_secs(2));
+        single(kind).create(&rig.kube).await;
+        eventually(
+            &format!("{kind}: the operator dies after its create"),
+            || !rig.operator_alive(),
+        )
+        .await;
+        fail::remove(failpoints::AFTER_CONVERGE);
+        rig.crash_operator().await;
+        let created = rig.sim.snapshot();
+        assert_eq!(
+            created
+                .api_keys
+                .iter()
+                .filter(|k| k.name == "app-c")
+                .count()
+                + created
+                    .sending_domains
+                    .iter()
+                    .filter(|d| d.domain == "crash.example.com")
+                    .count(),
+            1,
+            "{kind}: the create reached the service"
+        );
+        // Deleted while no operator runs: the next one sees the deletion first.
+        let keys = Api::<ApiKey>::namespaced(rig.kube.clone(), NS);
+        let domains = Api::<SendingDomain>::namespaced(rig.kube.clone(), NS);
+        if kind == "ApiKey" {
+            let (api, name, uid) = start_deleting(keys, "app-c").await;
+            rig.start_operator(Duration::from_secs(2));
+            wait_deleted(&api, &name, &uid).await;
+        } else {
+            let (api, name, uid) = start_deleting(domains, "mail-c").await;
+            rig.start_operator(Duration::from_secs(2));
+            wait_deleted(&api, &name, &uid).await;
+        }
+        let state = rig.sim.snapshot();
+        assert!(
+            !state.api_keys.iter().any(|k| k.name == "app-c")
+                && !state
+                    .sending_domains
+                    .iter()
+                    .any(|d| d.domain == "crash.example.com"),
+            "{kind}: the object created before the crash was left at the service"
+        );
+        rig.stop_operator().await;
     }
 }
