@@ -469,11 +469,28 @@ async fn sub_account_scope<K: Managed>(
 
 /// Carries out `obj`'s deletion policy on the object it records, when it may write: one step
 /// through the engine (a delete, or a sub account's deactivation); an object already gone
-/// counts as done.
+/// counts as done. A resource deleted while a create was in flight and unrecorded (the pending
+/// marker is set, no id) finds the object by natural key first, so none is left behind.
 ///
 /// Errors: the API's (the finalizer stays).
 pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
-    let (Some(id), Some(step), true) = (obj.recorded_id(), K::deletion(obj), obj.writes()) else {
+    let (Some(step), true) = (K::deletion(obj), obj.writes()) else {
+        return Ok(Action::await_change());
+    };
+    let id = match (obj.recorded_id(), K::desired(obj)) {
+        (Some(id), _) => Some(id),
+        (None, Ok(desired)) if identity::is_pending(obj) => {
+            let found = driver::find_created::<K>(&ctx.api, &desired)
+                .await
+                .map_err(Error::Api)?;
+            match found {
+                Some(id) if ctx.claims.owner(obj, Some(id)).await.is_none() => Some(id),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let Some(id) = id else {
         return Ok(Action::await_change());
     };
     let answer = driver::delete::<K>(&ctx.api, &step, id)

@@ -163,16 +163,31 @@ pub async fn execute<K: ManagedKind>(
 }
 
 /// The object `d` stands for, after a create without a definite answer: looked up by natural
-/// key in a list read now, then read.
+/// key in a list read now ([`find_created`]), then read.
 async fn recover<K: ManagedKind>(
     client: &Client,
     d: &K::Desired,
 ) -> Result<Option<K::Detail>, ApiError> {
-    let items = K::search(client, K::natural_key(d)).await?;
-    match K::lookup(d, None, None, &items) {
-        Lookup::Found(_, how) => K::read(client, how.id).await.map(Some),
-        _ => Ok(None),
+    match find_created::<K>(client, d).await? {
+        Some(id) => K::read(client, id).await.map(Some),
+        None => Ok(None),
     }
+}
+
+/// The id of the object a create for `d` made, when its answer was lost (no answer, or the
+/// process died before recording it): the one object with `d`'s natural key in a list read now
+/// (the list endpoint's search, all pages). `None` when there is none, or several.
+///
+/// Errors: the list call's.
+pub async fn find_created<K: ManagedKind>(
+    client: &Client,
+    d: &K::Desired,
+) -> Result<Option<i64>, ApiError> {
+    let items = K::search(client, K::natural_key(d)).await?;
+    Ok(match K::lookup(d, None, None, &items) {
+        Lookup::Found(_, how) => Some(how.id),
+        _ => None,
+    })
 }
 
 /// Plans the deletion of `r`'s object per its deletion policy: one step, or none when the
