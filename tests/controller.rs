@@ -640,7 +640,7 @@ async fn api_rejection_stalls_until_the_spec_changes() {
         k.status.as_ref().is_some_and(|s| {
             s.conditions.iter().any(|c| {
                 c.type_ == "Stalled"
-                    && format!("{:?}", c.status) == "True"
+                    && c.status == "True"
                     && c.observed_generation == k.metadata.generation
             })
         })
@@ -701,7 +701,7 @@ fn stalled_because(reason: &'static str) -> impl Fn(&ApiKey) -> bool {
         k.status.as_ref().is_some_and(|s| {
             s.conditions.iter().any(|c| {
                 c.type_ == "Stalled"
-                    && format!("{:?}", c.status) == "True"
+                    && c.status == "True"
                     && c.reason == reason
                     && c.observed_generation == k.metadata.generation
             })

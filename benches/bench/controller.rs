@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, wait::await_condition, watcher};
 use kube::{Resource, ResourceExt};
-use mailtarget_operator::crd::conditions::{Condition, ConditionStatus, READY};
+use mailtarget_operator::crd::conditions::{Condition, READY, TRUE};
 use mailtarget_operator::crd::generate::all_crds;
 use mailtarget_operator::crd::{ApiKey, SendingDomain, SubAccount};
 use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
@@ -122,7 +122,7 @@ async fn install(kube: &kube::Client) -> Result<(), String> {
 fn ready_at(conditions: &[Condition], generation: i64) -> bool {
     conditions.iter().any(|c| {
         c.type_ == READY
-            && c.status == ConditionStatus::True
+            && c.status == TRUE
             && c.observed_generation.is_some_and(|g| g >= generation)
     })
 }
@@ -275,7 +275,7 @@ async fn not_ready(kube: &kube::Client) -> String {
                 .and_then(|c| serde_json::from_value(c.clone()).ok())
                 .unwrap_or_default();
             let ready = conditions.iter().find(|c| c.type_ == READY);
-            if ready.is_none_or(|c| c.status != ConditionStatus::True) {
+            if ready.is_none_or(|c| c.status != TRUE) {
                 let reason = ready.map_or("no status", |c| c.reason.as_str());
                 *reasons.entry(format!("{kind}/{reason}")).or_default() += 1;
             }

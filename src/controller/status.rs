@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::context::FIELD_MANAGER;
-use crate::crd::conditions::{self, Condition, ConditionStatus, READY, RECONCILING, STALLED};
+use crate::crd::conditions::{self, Condition, FALSE, READY, RECONCILING, STALLED, TRUE};
 
 /// The outcome of a reconcile as the conditions express it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,17 +50,17 @@ impl Outcome {
 
 fn condition(
     type_: &str,
-    status: ConditionStatus,
+    status: &str,
     reason: &str,
     message: &str,
     generation: Option<i64>,
 ) -> Condition {
     Condition {
         type_: type_.into(),
-        status,
+        status: status.into(),
         reason: reason.into(),
         message: message.into(),
-        last_transition_time: conditions::now_rfc3339(),
+        last_transition_time: conditions::now(),
         observed_generation: generation,
     }
 }
@@ -68,11 +68,10 @@ fn condition(
 /// Sets `Ready`, `Reconciling` and `Stalled` in `list` for `outcome`, keeping transition times
 /// of conditions whose status did not change.
 pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: Option<i64>) {
-    use ConditionStatus::{False, True};
     let (ready, reconciling, stalled, reason, message) = match outcome {
-        Outcome::Ready { reason, message } => (True, False, False, *reason, message.as_str()),
-        Outcome::Progressing { reason, message } => (False, True, False, *reason, message.as_str()),
-        Outcome::Stalled { reason, message } => (False, False, True, *reason, message.as_str()),
+        Outcome::Ready { reason, message } => (TRUE, FALSE, FALSE, *reason, message.as_str()),
+        Outcome::Progressing { reason, message } => (FALSE, TRUE, FALSE, *reason, message.as_str()),
+        Outcome::Stalled { reason, message } => (FALSE, FALSE, TRUE, *reason, message.as_str()),
     };
     conditions::set(list, condition(READY, ready, reason, message, generation));
     conditions::set(
@@ -81,7 +80,7 @@ pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: 
             RECONCILING,
             reconciling,
             reason,
-            if reconciling == True { message } else { "" },
+            if reconciling == TRUE { message } else { "" },
             generation,
         ),
     );
@@ -91,7 +90,7 @@ pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: 
             STALLED,
             stalled,
             reason,
-            if stalled == True { message } else { "" },
+            if stalled == TRUE { message } else { "" },
             generation,
         ),
     );
@@ -155,7 +154,7 @@ mod tests {
             set_conditions(&mut list, &outcome, Some(3));
             let got: Vec<String> = [READY, RECONCILING, STALLED]
                 .iter()
-                .map(|t| format!("{:?}", conditions::find(&list, t).unwrap().status))
+                .map(|t| conditions::find(&list, t).unwrap().status.clone())
                 .collect();
             assert_eq!(got, want, "{outcome:?}");
             assert!(list.iter().all(|c| c.observed_generation == Some(3)));

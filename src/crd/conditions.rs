@@ -1,8 +1,8 @@
 //! Status conditions as Kubernetes API conventions define them ("Typical status properties"),
 //! with the types kstatus reads: `Ready`, `Reconciling` and `Stalled`.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Condition type that is `True` when the API object matches the spec.
 pub const READY: &str = "Ready";
@@ -11,37 +11,10 @@ pub const RECONCILING: &str = "Reconciling";
 /// Condition type that is `True` when progress needs a change by the user (kstatus).
 pub const STALLED: &str = "Stalled";
 
-/// Status of a condition: `True`, `False` or `Unknown`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum ConditionStatus {
-    /// The condition holds.
-    True,
-    /// The condition does not hold.
-    False,
-    /// The operator cannot tell yet.
-    Unknown,
-}
-
-/// One entry of `status.conditions`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Condition {
-    /// Condition type, e.g. `Ready`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: ConditionStatus,
-    /// A CamelCase word saying why, e.g. `Available`, `Creating`, `ReferenceNotReady`.
-    pub reason: String,
-    /// A sentence for people: what happened and, on failure, what to fix.
-    #[serde(default)]
-    pub message: String,
-    /// RFC 3339 time when `status` last changed.
-    pub last_transition_time: String,
-    /// `metadata.generation` this condition was computed from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-}
+/// `status` of a condition that holds.
+pub const TRUE: &str = "True";
+/// `status` of a condition that does not hold.
+pub const FALSE: &str = "False";
 
 /// Sets `new` in `conditions`, replacing the entry of the same type.
 ///
@@ -67,12 +40,17 @@ pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Conditio
 /// True when `conditions` hold `Ready=True` computed for `generation`.
 pub fn is_ready(conditions: &[Condition], generation: Option<i64>) -> bool {
     find(conditions, READY).is_some_and(|c| {
-        c.status == ConditionStatus::True
-            && (generation.is_none() || c.observed_generation == generation)
+        c.status == TRUE && (generation.is_none() || c.observed_generation == generation)
     })
 }
 
-/// The current time in RFC 3339 with second precision, the format of `lastTransitionTime`.
+/// The current time, with second precision, as `lastTransitionTime` holds it.
+pub fn now() -> Time {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Time(k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+/// The current time in RFC 3339 with second precision.
 pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -81,13 +59,13 @@ pub fn now_rfc3339() -> String {
 mod tests {
     use super::*;
 
-    fn cond(status: ConditionStatus, reason: &str, time: &str) -> Condition {
+    fn cond(status: &str, reason: &str, second: i64) -> Condition {
         Condition {
             type_: READY.into(),
-            status,
+            status: status.into(),
             reason: reason.into(),
             message: String::new(),
-            last_transition_time: time.into(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::from_second(second).unwrap()),
             observed_generation: Some(1),
         }
     }
@@ -95,19 +73,25 @@ mod tests {
     /// The transition time stays when the status stays, even if the reason changes.
     #[test]
     fn transition_time_is_stable_while_status_is_unchanged() {
-        let mut list = vec![cond(ConditionStatus::False, "Creating", "t1")];
-        set(&mut list, cond(ConditionStatus::False, "Verifying", "t2"));
+        let mut list = vec![cond(FALSE, "Creating", 1)];
+        set(&mut list, cond(FALSE, "Verifying", 2));
         assert_eq!(list.len(), 1);
-        assert_eq!(list[0].last_transition_time, "t1");
+        assert_eq!(
+            list[0].last_transition_time,
+            cond(FALSE, "", 1).last_transition_time
+        );
         assert_eq!(list[0].reason, "Verifying");
     }
 
     /// The transition time moves when the status flips.
     #[test]
     fn transition_time_moves_when_status_changes() {
-        let mut list = vec![cond(ConditionStatus::False, "Creating", "t1")];
-        set(&mut list, cond(ConditionStatus::True, "Available", "t2"));
-        assert_eq!(list[0].last_transition_time, "t2");
+        let mut list = vec![cond(FALSE, "Creating", 1)];
+        set(&mut list, cond(TRUE, "Available", 2));
+        assert_eq!(
+            list[0].last_transition_time,
+            cond(FALSE, "", 2).last_transition_time
+        );
         assert!(is_ready(&list, Some(1)));
         assert!(!is_ready(&list, Some(2)), "a stale generation is not ready");
     }

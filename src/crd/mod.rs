@@ -21,6 +21,6 @@ pub use common::{
     ANNOTATION_PAUSED, AdoptionPolicy, DeletionPolicy, FINALIZER, GROUP, LocalObjectReference,
     ManagementPolicy, SubAccountDeletionPolicy, VERSION, is_paused,
 };
-pub use conditions::{Condition, ConditionStatus};
+pub use conditions::Condition;
 pub use sendingdomain::{DnsRecord, SendingDomain, SendingDomainSpec, SendingDomainStatus};
 pub use subaccount::{InitialApiKey, SubAccount, SubAccountSpec, SubAccountStatus};

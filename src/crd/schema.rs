@@ -43,7 +43,18 @@ pub fn permission_ids(_: &mut SchemaGenerator) -> Schema {
 
 /// Schema of `status.conditions`: a list map keyed by `type`, as Kubernetes API conventions ask.
 pub fn conditions(generator: &mut SchemaGenerator) -> Schema {
-    let item = generator.subschema_for::<crate::crd::Condition>();
+    let mut item = generator.subschema_for::<crate::crd::Condition>();
+    // As controller-gen writes metav1.Condition into CRDs: `status` is one of three words.
+    if let Some(status) = item
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("status"))
+        .and_then(|s| s.as_object_mut())
+    {
+        status.insert(
+            "enum".into(),
+            serde_json::json!(["True", "False", "Unknown"]),
+        );
+    }
     json_schema!({
         "type": "array",
         "x-kubernetes-list-type": "map",

@@ -281,7 +281,7 @@ pub fn ready_is<K: Resource>(
 ) -> bool {
     conditions.iter().any(|c| {
         c.type_ == "Ready"
-            && format!("{:?}", c.status) == status
+            && c.status == status
             && c.observed_generation == obj.meta().generation
             && reason.is_none_or(|r| c.reason == r)
     })

@@ -124,7 +124,7 @@ where
             );
             let stalled_now = conditions
                 .iter()
-                .any(|c| c.type_ == "Stalled" && format!("{:?}", c.status) == "True");
+                .any(|c| c.type_ == "Stalled" && c.status == "True");
             assert_eq!(
                 stalled_now, *stalled,
                 "case {case}: Stalled: {conditions:?}"

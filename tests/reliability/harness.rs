@@ -178,9 +178,8 @@ pub fn ready(conditions: &[Condition]) -> Option<&Condition> {
 
 /// True when `Ready` is `True` for the object's current generation.
 pub fn is_ready<K: Resource>(obj: &K, conditions: &[Condition]) -> bool {
-    ready(conditions).is_some_and(|c| {
-        format!("{:?}", c.status) == "True" && c.observed_generation == obj.meta().generation
-    })
+    ready(conditions)
+        .is_some_and(|c| c.status == "True" && c.observed_generation == obj.meta().generation)
 }
 
 /// True when `Ready` is `True` for the object's current generation (any of the three kinds).
@@ -194,7 +193,7 @@ pub fn stalled_reason<K: Resource + HasConditions>(obj: &K) -> Option<String> {
         .iter()
         .find(|c| {
             c.type_ == "Stalled"
-                && format!("{:?}", c.status) == "True"
+                && c.status == "True"
                 && c.observed_generation == obj.meta().generation
         })
         .map(|c| c.reason.clone())

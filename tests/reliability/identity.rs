@@ -346,7 +346,7 @@ async fn upgrade_from_status_id_only_records_the_identity() {
         .unwrap()
         .conditions
         .into_iter()
-        .any(|c| c.type_ == "Stalled" && format!("{:?}", c.status) == "True");
+        .any(|c| c.type_ == "Stalled" && c.status == "True");
     assert!(!stalled);
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     rig.stop_operator().await;
