@@ -1,6 +1,6 @@
 //! The API client against the simulator (every endpoint, paging, errors, retries, the request
-//! budget) and against a hostile raw TCP server (oversized, malformed, truncated and
-//! never-ending answers).
+//! budget, a rotated key file, TLS with a private CA) and against a hostile raw TCP server
+//! (oversized, malformed, truncated and never-ending answers).
 
 use std::future::Future;
 use std::num::NonZeroU32;
@@ -20,6 +20,11 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use url::Url;
+
+#[path = "client/key_file.rs"]
+mod key_file;
+#[path = "client/tls.rs"]
+mod tls;
 
 /// The simulator's company key.
 const COMPANY_KEY: &str = "company-key-SECRET-0123456789";

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use backon::{ExponentialBuilder, Retryable};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::Instrument;
@@ -19,6 +19,7 @@ use url::Url;
 
 use super::budget::Budget;
 use super::config::{ClientConfig, RequestObserver, RetryPolicy};
+use super::credential::{Bearer, Credential};
 use super::decode;
 use super::endpoint::{Endpoint, Host};
 use super::error::{ApiError, Result};
@@ -53,8 +54,9 @@ struct Inner {
     max_response_bytes: usize,
     budget: Budget,
     observer: Option<Arc<dyn RequestObserver>>,
-    /// The key the client sends, to scrub it from anything the service answers.
-    credential: SecretString,
+    /// The key the client sends (fixed, or read from a file again when it changes); also
+    /// scrubbed from anything the service answers.
+    credential: Credential,
 }
 
 impl Client {
@@ -62,17 +64,27 @@ impl Client {
     ///
     /// Installs the `ring` rustls crypto provider as process default if none is installed yet.
     ///
+    /// Trusts the system's root certificates plus those of `config.ca_bundle_pem`.
+    ///
     /// # Errors
-    /// [`ApiError::Config`] when a base URL is not an `http`/`https` URL that can hold a path, or
-    /// the API key holds characters not allowed in an HTTP header.
+    /// [`ApiError::Config`] when a base URL is not an `http`/`https` URL that can hold a path,
+    /// the API key holds characters not allowed in an HTTP header, or the CA bundle holds no
+    /// readable certificate.
     pub fn new(config: ClientConfig) -> Result<Client> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         check_base_url("api_url", &config.api_url)?;
         check_base_url("transmission_url", &config.transmission_url)?;
 
-        let headers = default_headers(&config.api_key)?;
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
+        let credential = match config.api_key_file {
+            Some(path) => Credential::file(path, config.api_key)?,
+            None => Credential::fixed(config.api_key)?,
+        };
+        let mut builder = reqwest::Client::builder();
+        if let Some(pem) = &config.ca_bundle_pem {
+            builder = builder.tls_certs_merge(ca_certificates(pem)?);
+        }
+        let http = builder
+            .default_headers(default_headers())
             .user_agent(config.user_agent.as_str())
             .connect_timeout(config.timeout)
             // The management API has no reason to redirect; following one could send the
@@ -93,7 +105,7 @@ impl Client {
                 max_response_bytes: config.max_response_bytes,
                 budget: Budget::new(config.max_concurrency, config.requests_per_second),
                 observer: config.observer,
-                credential: config.api_key,
+                credential,
             }),
         })
     }
@@ -104,7 +116,8 @@ impl Client {
     pub fn derived_key(&self, purpose: &str) -> [u8; 32] {
         let mut input = purpose.as_bytes().to_vec();
         input.push(0);
-        input.extend_from_slice(self.inner.credential.expose_secret().as_bytes());
+        let bearer = self.inner.credential.current();
+        input.extend_from_slice(bearer.key.expose_secret().as_bytes());
         let digest = ring::digest::digest(&ring::digest::SHA256, &input);
         let mut key = [0u8; 32];
         key.copy_from_slice(digest.as_ref());
@@ -203,14 +216,19 @@ impl Client {
             .await
     }
 
-    /// One attempt: takes from the budget, sends, reads the body within the timeout, reports
-    /// to the observer and traces the outcome.
+    /// One attempt: takes from the budget, sends with the current key, reads the body within
+    /// the timeout, reports to the observer and traces the outcome.
     async fn attempt(
         &self,
         endpoint: Endpoint,
-        request: reqwest::Request,
+        mut request: reqwest::Request,
         attempt: usize,
     ) -> Result<Vec<u8>> {
+        // Taken per attempt: a key file rotated between two attempts is used by the next one.
+        let bearer = self.inner.credential.current();
+        request
+            .headers_mut()
+            .insert(AUTHORIZATION, bearer.header.clone());
         let span = tracing::debug_span!("mailtarget_api", endpoint = endpoint.label, attempt);
         async move {
             let _slot = self.inner.budget.acquire().await;
@@ -218,7 +236,7 @@ impl Client {
             let mut status = None;
             let outcome = tokio::time::timeout(
                 self.inner.timeout,
-                self.exchange(endpoint, request, &mut status),
+                self.exchange(endpoint, request, &bearer, &mut status),
             )
             .await;
             let result = outcome.unwrap_or(Err(ApiError::Timeout {
@@ -247,10 +265,12 @@ impl Client {
     }
 
     /// Sends the request and reads the answer; records the status as soon as it is known.
+    /// `bearer` is the key the request carries, scrubbed from error answers.
     async fn exchange(
         &self,
         endpoint: Endpoint,
         request: reqwest::Request,
+        bearer: &Bearer,
         status: &mut Option<u16>,
     ) -> Result<Vec<u8>> {
         let response = self
@@ -289,7 +309,7 @@ impl Client {
                 .map(|body| body.bytes)
                 .unwrap_or_default();
             // Redacted in the whole body before it is parsed and cut, then in the parsed texts.
-            let credential = self.inner.credential.expose_secret();
+            let credential = bearer.key.expose_secret();
             let body = if credential.is_empty() {
                 body
             } else {
@@ -317,9 +337,16 @@ impl Client {
                 message: describe(&err.without_url()),
             }
         } else {
+            let err = err.without_url();
+            let message = match untrusted_certificate(&err) {
+                Some(problem) => format!(
+                    "the server's TLS certificate is not trusted ({problem}); if the API is reached through a proxy or gateway with its own certificate authority, give that CA's certificate with --ca-bundle (MAILTARGET_CA_BUNDLE)"
+                ),
+                None => describe(&err),
+            };
             ApiError::Transport {
                 endpoint: endpoint.label,
-                message: describe(&err.without_url()),
+                message,
             }
         }
     }
@@ -372,21 +399,48 @@ fn retry_delay(err: &ApiError, delay: Option<Duration>, max_backoff: Duration) -
     delay.map(|delay| delay.min(max_backoff))
 }
 
-/// The headers of every request: `Authorization: Bearer <key>` (marked sensitive so it is
-/// never logged), `Content-Type` and `Accept` `application/json` (the interface document,
-/// section "Authentication").
-fn default_headers(api_key: &SecretString) -> Result<HeaderMap> {
-    let mut authorization = HeaderValue::from_str(&format!("Bearer {}", api_key.expose_secret()))
-        .map_err(|_| ApiError::Config {
-        message: "the API key contains characters not allowed in an HTTP header".to_owned(),
-    })?;
-    authorization.set_sensitive(true);
+/// The fixed headers of every request: `Content-Type` and `Accept` `application/json` (the
+/// interface document, section "Authentication"). `Authorization: Bearer <key>` is added per
+/// attempt, from [`Credential::current`].
+fn default_headers() -> HeaderMap {
     let json = HeaderValue::from_static("application/json");
     let mut headers = HeaderMap::new();
-    headers.insert(AUTHORIZATION, authorization);
     headers.insert(CONTENT_TYPE, json.clone());
     headers.insert(ACCEPT, json);
-    Ok(headers)
+    headers
+}
+
+/// The certificates of a PEM bundle.
+///
+/// # Errors
+/// [`ApiError::Config`] when the PEM cannot be parsed or holds no `CERTIFICATE` block.
+fn ca_certificates(pem: &[u8]) -> Result<Vec<reqwest::Certificate>> {
+    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|err| ApiError::Config {
+        message: format!("the CA bundle cannot be read: {}", describe(&err)),
+    })?;
+    if certs.is_empty() {
+        return Err(ApiError::Config {
+            message: "the CA bundle holds no PEM CERTIFICATE block".to_owned(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The rustls certificate error somewhere in `err`'s sources, described, when the connection
+/// failed because the server's certificate was refused. rustls errors travel inside (nested)
+/// `std::io::Error`s, whose `source` skips the error they wrap, so those are unwrapped with
+/// `get_ref` instead.
+fn untrusted_certificate(err: &(dyn StdError + 'static)) -> Option<String> {
+    if let Some(tls @ rustls::Error::InvalidCertificate(_)) = err.downcast_ref::<rustls::Error>() {
+        return Some(tls.to_string());
+    }
+    let wrapped = err
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+        .map(|inner| inner as &(dyn StdError + 'static));
+    wrapped
+        .or_else(|| err.source())
+        .and_then(untrusted_certificate)
 }
 
 /// Checks that a base URL is `http`/`https` and can hold a path.
@@ -403,7 +457,7 @@ fn check_base_url(name: &str, url: &Url) -> Result<()> {
 }
 
 /// An error and its sources, joined with `: `, skipping repeats.
-fn describe(err: &(dyn StdError + 'static)) -> String {
+pub(crate) fn describe(err: &(dyn StdError + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut current = Some(err);
     while let Some(err) = current {
@@ -422,6 +476,7 @@ mod tests {
     use crate::api::endpoint::{
         GET_API_KEY, LIST_API_KEYS, SEND_TRANSMISSION, TRANSMISSION_STATUS,
     };
+    use secrecy::SecretString;
 
     fn client(api: &str, transmission: &str) -> Client {
         let config = ClientConfig::new(
@@ -461,16 +516,27 @@ mod tests {
         assert_eq!(url.as_str(), "https://tx.example/v1/layang/transmissions");
     }
 
-    /// Requests carry the documented headers; the key is marked sensitive.
+    /// Requests carry the documented JSON headers (the key is added per attempt).
     #[test]
-    fn default_headers_carry_auth_and_json() {
-        let headers = default_headers(&SecretString::from("sk-test-SECRET")).unwrap();
-        let auth = headers.get(AUTHORIZATION).unwrap();
-        assert!(auth.is_sensitive());
-        assert_eq!(auth.to_str().unwrap(), "Bearer sk-test-SECRET");
+    fn default_headers_are_json() {
+        let headers = default_headers();
         assert_eq!(headers.get(CONTENT_TYPE).unwrap(), "application/json");
         assert_eq!(headers.get(ACCEPT).unwrap(), "application/json");
-        assert!(!format!("{headers:?}").contains("SECRET"));
+        assert!(headers.get(AUTHORIZATION).is_none());
+    }
+
+    /// A CA bundle without a certificate is refused with a message saying so.
+    #[test]
+    fn empty_ca_bundle_is_refused() {
+        let mut config = ClientConfig::new(
+            Url::parse("https://api.example").unwrap(),
+            Url::parse("https://tx.example").unwrap(),
+            SecretString::from("k"),
+        );
+        config.ca_bundle_pem = Some(b"not a certificate\n".to_vec());
+        let err = Client::new(config).unwrap_err();
+        assert_eq!(err.category(), "config");
+        assert!(err.to_string().contains("CA bundle"), "{err}");
     }
 
     /// Unusable configurations are refused without echoing the key.

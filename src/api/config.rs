@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,8 +64,16 @@ pub struct ClientConfig {
     pub api_url: Url,
     /// Base URL of the transmission API, version segment included (e.g. `.../v1`).
     pub transmission_url: Url,
-    /// Company API key, sent as `Authorization: Bearer <key>`.
+    /// Company API key, sent as `Authorization: Bearer <key>`. With `api_key_file` set, the
+    /// key as last read from that file.
     pub api_key: SecretString,
+    /// A file holding the company API key (surrounding whitespace ignored), read again before
+    /// a request whenever the file changed, so that a rotated key (a mounted Kubernetes Secret
+    /// the kubelet updates) is used without a restart. Set with [`Self::from_key_file`].
+    pub api_key_file: Option<PathBuf>,
+    /// PEM certificates (one or more `CERTIFICATE` blocks) trusted as roots in addition to the
+    /// system's, e.g. the CA of a TLS-inspecting proxy in front of the API.
+    pub ca_bundle_pem: Option<Vec<u8>>,
     /// Time limit of one attempt, from sending the request to the end of the answer body.
     /// Default 30 s.
     pub timeout: Duration,
@@ -102,6 +111,8 @@ impl ClientConfig {
             api_url,
             transmission_url,
             api_key,
+            api_key_file: None,
+            ca_bundle_pem: None,
             timeout: Self::DEFAULT_TIMEOUT,
             user_agent: concat!("mailtarget-operator/", env!("CARGO_PKG_VERSION")).to_owned(),
             retry: RetryPolicy::default(),
@@ -127,6 +138,23 @@ impl ClientConfig {
         )
     }
 
+    /// A configuration whose key is read from `path` now and again whenever the file changes
+    /// (see [`Self::api_key_file`]), every other setting at its default.
+    ///
+    /// # Errors
+    /// [`ApiError::Config`](crate::api::ApiError::Config) naming the file when it cannot be
+    /// read or is empty.
+    pub fn from_key_file(
+        api_url: Url,
+        transmission_url: Url,
+        path: PathBuf,
+    ) -> crate::api::Result<Self> {
+        let key = super::credential::read_key_file(&path)?;
+        let mut config = Self::new(api_url, transmission_url, key);
+        config.api_key_file = Some(path);
+        Ok(config)
+    }
+
     /// Sets the observer (builder style).
     pub fn with_observer(mut self, observer: Arc<dyn RequestObserver>) -> Self {
         self.observer = Some(observer);
@@ -140,6 +168,8 @@ impl fmt::Debug for ClientConfig {
             .field("api_url", &self.api_url.as_str())
             .field("transmission_url", &self.transmission_url.as_str())
             .field("api_key", &"[REDACTED]")
+            .field("api_key_file", &self.api_key_file)
+            .field("ca_bundle_pem", &self.ca_bundle_pem.as_ref().map(Vec::len))
             .field("timeout", &self.timeout)
             .field("user_agent", &self.user_agent)
             .field("retry", &self.retry)

@@ -19,6 +19,7 @@
 mod budget;
 mod client;
 mod config;
+mod credential;
 mod decode;
 mod endpoint;
 mod error;
@@ -28,6 +29,7 @@ pub mod types;
 
 pub use client::Client;
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
+pub use credential::read_key_file;
 pub use error::{ApiError, Result};
 pub use ops::LIST_ALL_PAGE_SIZE;
 pub use types::*;

@@ -1,5 +1,7 @@
 //! Command-line pieces shared by the subcommands: how to reach the service, logging, errors.
 
+use std::path::PathBuf;
+
 use secrecy::SecretString;
 use url::Url;
 
@@ -41,9 +43,24 @@ impl CliError {
 /// How to reach the service. Flags override the environment.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ApiArgs {
-    /// Company API key, sent as `Authorization: Bearer <key>`. Required unless --simulate.
+    /// Company API key, sent as `Authorization: Bearer <key>`. Required unless
+    /// --api-key-file or --simulate.
     #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// File holding the company API key (surrounding whitespace ignored), read again whenever
+    /// it changes: a rotated key (a mounted Kubernetes Secret) is used from the next request
+    /// on, without a restart. Instead of --api-key.
+    #[arg(
+        long,
+        env = "MAILTARGET_API_KEY_FILE",
+        value_name = "FILE",
+        conflicts_with = "api_key"
+    )]
+    pub api_key_file: Option<PathBuf>,
+    /// PEM file with one or more CA certificates trusted in addition to the system's roots,
+    /// e.g. the CA of a TLS-inspecting proxy in front of the API. Read at start.
+    #[arg(long, env = "MAILTARGET_CA_BUNDLE", value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
     /// Base URL of the management API.
     #[arg(long, env = "MAILTARGET_API_URL", default_value = ClientConfig::DEFAULT_API_URL)]
     pub api_url: Url,
@@ -77,7 +94,43 @@ impl Target {
     }
 }
 
+/// The error of a missing API key.
+const NO_API_KEY: &str = "no API key: set MAILTARGET_API_KEY (or --api-key), or MAILTARGET_API_KEY_FILE (or --api-key-file)";
+
 impl ApiArgs {
+    /// The configuration of a client of the service these flags describe: the key (given, or
+    /// read from --api-key-file), the URLs, the CA bundle and the request settings.
+    ///
+    /// Errors ([`CliError::Config`]): no key given, the key file or the CA bundle cannot be
+    /// read.
+    pub fn service_config(&self) -> Result<ClientConfig, CliError> {
+        let (api_url, transmission_url) = (self.api_url.clone(), self.transmission_url.clone());
+        let mut config = match (&self.api_key_file, &self.api_key) {
+            (Some(path), _) => {
+                let from_file = ClientConfig::from_key_file(
+                    api_url.clone(),
+                    transmission_url.clone(),
+                    path.clone(),
+                )
+                .map_err(|e| CliError::Config(e.to_string()))?;
+                let mut config = self.client_config(api_url, transmission_url, from_file.api_key);
+                config.api_key_file = from_file.api_key_file;
+                config
+            }
+            (None, Some(key)) if !key.is_empty() => {
+                self.client_config(api_url, transmission_url, key.clone().into())
+            }
+            (None, _) => return Err(CliError::Config(NO_API_KEY.into())),
+        };
+        if let Some(path) = &self.ca_bundle {
+            let pem = std::fs::read(path).map_err(|e| {
+                CliError::Config(format!("cannot read the CA bundle {}: {e}", path.display()))
+            })?;
+            config.ca_bundle_pem = Some(pem);
+        }
+        Ok(config)
+    }
+
     /// The client configuration these flags describe, with `key` and URLs given.
     pub fn client_config(
         &self,
@@ -112,16 +165,12 @@ impl ApiArgs {
                 simulator: Some(sim),
             });
         }
-        let Some(key) = self.api_key.clone().filter(|k| !k.is_empty()) else {
-            return Err(CliError::Config(
-                "no API key: set MAILTARGET_API_KEY (or --api-key), or use --simulate to run against the built-in simulator".into(),
-            ));
-        };
-        let config = self.client_config(
-            self.api_url.clone(),
-            self.transmission_url.clone(),
-            key.into(),
-        );
+        let config = self.service_config().map_err(|e| match e {
+            CliError::Config(m) if m == NO_API_KEY => CliError::Config(format!(
+                "{m}, or use --simulate to run against the built-in simulator"
+            )),
+            e => e,
+        })?;
         Ok(Target {
             client: Client::new(config)?,
             simulator: None,

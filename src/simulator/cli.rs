@@ -1,14 +1,15 @@
 //! `mailtarget-operator simulator`: run the simulator as a standalone server.
 //!
-//! When ready it prints exactly one line, `listening on http://ADDR`, to standard output and
-//! serves until SIGINT or SIGTERM.
+//! When ready it prints exactly one line, `listening on http://ADDR` (`https://ADDR` with
+//! `--tls-cert` and `--tls-key`), to standard output and serves until SIGINT or SIGTERM.
 
 use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{FaultConfig, Simulator, SimulatorConfig};
+use super::{FaultConfig, Simulator, SimulatorConfig, TlsIdentity};
 
 /// Command line arguments of the `simulator` subcommand.
 #[derive(clap::Args, Clone)]
@@ -44,6 +45,13 @@ pub struct SimulatorArgs {
     /// Key for the /_simulator control endpoints (default: the API key).
     #[arg(long)]
     pub admin_key: Option<String>,
+    /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
+    /// --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for SimulatorArgs {
@@ -59,6 +67,8 @@ impl std::fmt::Debug for SimulatorArgs {
             .field("drop_response_rate", &self.drop_response_rate)
             .field("seed", &self.seed)
             .field("admin_key", &self.admin_key.as_ref().map(|_| "<redacted>"))
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
             .finish()
     }
 }
@@ -75,7 +85,8 @@ fn parse_rate(raw: &str) -> Result<f64, String> {
 }
 
 impl SimulatorArgs {
-    /// The simulator configuration these arguments describe.
+    /// The simulator configuration these arguments describe, without TLS (see
+    /// [`Self::tls_identity`]).
     pub fn to_config(&self) -> SimulatorConfig {
         let mut config = SimulatorConfig::new(self.api_key.clone());
         config.listen = self.listen;
@@ -92,6 +103,26 @@ impl SimulatorArgs {
         };
         config
     }
+
+    /// The certificate and key of `--tls-cert` and `--tls-key`, read from their files; `None`
+    /// without them.
+    ///
+    /// # Errors
+    /// A file cannot be read (the error names it).
+    pub fn tls_identity(&self) -> std::io::Result<Option<TlsIdentity>> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(None);
+        };
+        let read = |path: &PathBuf| {
+            std::fs::read(path).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("cannot read {}: {e}", path.display()))
+            })
+        };
+        Ok(Some(TlsIdentity {
+            cert_chain_pem: read(cert)?,
+            private_key_pem: read(key)?,
+        }))
+    }
 }
 
 /// Runs the simulator until SIGINT or SIGTERM.
@@ -104,11 +135,12 @@ pub async fn run(args: SimulatorArgs) -> Result<(), Box<dyn std::error::Error + 
     serve(args, std::io::stdout(), signals).await
 }
 
-/// Starts the simulator, writes `listening on http://ADDR\n` to `out` (flushed), serves until
-/// `shutdown` completes, then stops it.
+/// Starts the simulator, writes `listening on http://ADDR\n` (`https://` with TLS) to `out`
+/// (flushed), serves until `shutdown` completes, then stops it.
 ///
 /// # Errors
-/// When the address cannot be bound or `out` cannot be written.
+/// When the address cannot be bound, the TLS files cannot be read or used, or `out` cannot be
+/// written.
 pub async fn serve<W, F>(
     args: SimulatorArgs,
     mut out: W,
@@ -118,7 +150,9 @@ where
     W: Write + Send,
     F: Future<Output = ()> + Send,
 {
-    let simulator = Simulator::start(args.to_config()).await?;
+    let mut config = args.to_config();
+    config.tls = args.tls_identity()?;
+    let simulator = Simulator::start(config).await?;
     writeln!(out, "listening on {}", simulator.base_url())?;
     out.flush()?;
     tracing::info!(addr = %simulator.addr(), "simulator serving");

@@ -32,6 +32,29 @@ pub struct SimulatorConfig {
     /// Bearer key protecting the `/_simulator/*` control endpoints; `None` means the same as
     /// [`api_key`](Self::api_key). A secret: never shown by `Debug`.
     pub admin_key: Option<String>,
+    /// Serve HTTPS with this certificate and key instead of plain HTTP; default `None`.
+    pub tls: Option<TlsIdentity>,
+}
+
+/// The certificate and private key of a simulator serving HTTPS (rustls).
+#[derive(Clone)]
+pub struct TlsIdentity {
+    /// PEM: the server certificate, then any intermediate certificates.
+    pub cert_chain_pem: Vec<u8>,
+    /// PEM: the private key (PKCS#8, PKCS#1 or SEC1). A secret: never shown by `Debug`.
+    pub private_key_pem: Vec<u8>,
+}
+
+impl fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsIdentity")
+            .field(
+                "cert_chain_pem",
+                &format!("{} bytes", self.cert_chain_pem.len()),
+            )
+            .field("private_key_pem", &"<redacted>")
+            .finish()
+    }
 }
 
 impl SimulatorConfig {
@@ -47,6 +70,7 @@ impl SimulatorConfig {
             latency: Duration::ZERO,
             faults: FaultConfig::default(),
             admin_key: None,
+            tls: None,
         }
     }
 
@@ -66,6 +90,7 @@ impl fmt::Debug for SimulatorConfig {
             .field("latency", &self.latency)
             .field("faults", &self.faults)
             .field("admin_key", &self.admin_key.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
             .finish()
     }
 }

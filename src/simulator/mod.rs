@@ -45,12 +45,13 @@ mod sending_domains;
 mod server;
 mod state;
 mod sub_accounts;
+mod tls;
 mod transmission;
 mod validate;
 
 pub use api_keys::{PERMISSIONS, Permission};
 pub use body::MAX_BODY_BYTES;
-pub use config::SimulatorConfig;
+pub use config::{SimulatorConfig, TlsIdentity};
 pub use events::{BOUNCE_REASON, SUPPRESSED_REASON, USER_AGENT};
 pub use faults::{FaultConfig, FaultHandle};
 pub use request_log::RequestRecord;
@@ -69,6 +70,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// A running simulator. Dropping it (or [`shutdown`](Self::shutdown)) stops the server.
 pub struct Simulator {
     addr: SocketAddr,
+    /// `https` when serving TLS, else `http`.
+    scheme: &'static str,
     shared: Arc<Shared>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -76,31 +79,40 @@ pub struct Simulator {
 
 impl Simulator {
     /// Binds `config.listen` and starts serving in a background task of the current Tokio
-    /// runtime.
+    /// runtime: HTTPS (rustls, through axum-server) when `config.tls` is set, else HTTP.
     ///
     /// # Errors
-    /// The bind error when the address cannot be used.
+    /// The bind error when the address cannot be used; `InvalidInput` when the TLS
+    /// certificate or key cannot be used.
     pub async fn start(config: SimulatorConfig) -> std::io::Result<Simulator> {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::new(&config));
         let app = server::router(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
-        let serve = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            // Either an explicit stop or the Simulator being dropped.
+        // Either an explicit stop or the Simulator being dropped.
+        let stopped = async move {
             let _ = stopped.await;
-        });
-        let task = tokio::spawn(async move {
-            if let Err(error) = serve.await {
-                tracing::warn!(%error, "simulator server stopped with an error");
+        };
+        let (task, scheme) = match &config.tls {
+            None => {
+                let serve = axum::serve(
+                    listener,
+                    app.into_make_service_with_connect_info::<SocketAddr>(),
+                )
+                .with_graceful_shutdown(stopped);
+                let task = tokio::spawn(async move {
+                    if let Err(error) = serve.await {
+                        tracing::warn!(%error, "simulator server stopped with an error");
+                    }
+                });
+                (task, "http")
             }
-        });
+            Some(identity) => (tls::serve(listener, identity, app, stopped).await?, "https"),
+        };
         Ok(Simulator {
             addr,
+            scheme,
             shared,
             stop: Some(stop),
             task: Some(task),
@@ -112,15 +124,15 @@ impl Simulator {
         self.addr
     }
 
-    /// Base URL of the management API: `http://ADDR`.
+    /// Base URL of the management API: `http://ADDR` (`https://ADDR` with TLS).
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
-    /// Base URL of the transmission API: `http://ADDR/v1` (the interface document, section
-    /// "Versioning").
+    /// Base URL of the transmission API: `http://ADDR/v1` (`https://` with TLS; the interface
+    /// document, section "Versioning").
     pub fn transmission_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("{}://{}/v1", self.scheme, self.addr)
     }
 
     /// Every interface request so far, in arrival order (control requests are not logged).

@@ -1,0 +1,233 @@
+//! The company API key the client sends, either fixed for the client's life or read from a file
+//! and read again whenever the file changes.
+//!
+//! The file form is for a Kubernetes Secret mounted as a volume: the kubelet replaces the files
+//! of a mounted Secret when the Secret changes (an atomic swap of the volume's `..data` link),
+//! so a rotated key reaches the operator without a restart. Before each request the file's
+//! metadata (device, inode, size, modification and change times) is compared with the last
+//! read; only a change reads it again. A file that cannot be read, or holds no usable key, is
+//! reported at `warn` level (its path, never its content) and the last good key stays in use.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use reqwest::header::HeaderValue;
+use secrecy::{ExposeSecret, SecretString};
+
+use super::error::{ApiError, Result};
+
+/// A key ready to send: the secret itself (to scrub it from error bodies) and its
+/// `Authorization` header value (marked sensitive, so it is never logged).
+#[derive(Clone)]
+pub(crate) struct Bearer {
+    /// The key.
+    pub key: SecretString,
+    /// `Bearer <key>`.
+    pub header: HeaderValue,
+}
+
+impl Bearer {
+    /// The bearer of `key`.
+    ///
+    /// # Errors
+    /// [`ApiError::Config`] when the key holds characters not allowed in an HTTP header (the
+    /// message never shows the key).
+    pub fn new(key: SecretString) -> Result<Bearer> {
+        let mut header = HeaderValue::from_str(&format!("Bearer {}", key.expose_secret()))
+            .map_err(|_| ApiError::Config {
+                message: "the API key contains characters not allowed in an HTTP header".to_owned(),
+            })?;
+        header.set_sensitive(true);
+        Ok(Bearer { key, header })
+    }
+}
+
+/// What identifies one version of a file without reading it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+    changed: (i64, i64),
+}
+
+impl Stamp {
+    fn of(path: &Path) -> std::io::Result<Stamp> {
+        // Follows symbolic links: a mounted Secret's file is a link into `..data`, which the
+        // kubelet points at a new directory on each update.
+        let meta = std::fs::metadata(path)?;
+        #[cfg(unix)]
+        let (device, inode, changed) = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino(), (meta.ctime(), meta.ctime_nsec()))
+        };
+        #[cfg(not(unix))]
+        let (device, inode, changed) = (0, 0, (0, 0));
+        Ok(Stamp {
+            device,
+            inode,
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            changed,
+        })
+    }
+}
+
+/// The key read last from the file, and the file version it came from.
+struct Loaded {
+    stamp: Option<Stamp>,
+    bearer: Bearer,
+}
+
+/// Where the client's key comes from.
+pub(crate) struct Credential(Source);
+
+enum Source {
+    /// Given once.
+    Fixed(Bearer),
+    /// Read from `path`, again when the file changes.
+    File {
+        /// The key file.
+        path: PathBuf,
+        /// The last good read.
+        loaded: Mutex<Loaded>,
+    },
+}
+
+/// Reads the key in `path`: its content with surrounding whitespace (a trailing newline)
+/// removed.
+///
+/// # Errors
+/// [`ApiError::Config`] naming the path when the file cannot be read or holds no usable key.
+pub fn read_key_file(path: &Path) -> Result<SecretString> {
+    let bytes = std::fs::read(path).map_err(|err| ApiError::Config {
+        message: format!("cannot read the API key file {}: {err}", path.display()),
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| ApiError::Config {
+        message: format!("the API key file {} is not UTF-8 text", path.display()),
+    })?;
+    let key = text.trim();
+    if key.is_empty() {
+        return Err(ApiError::Config {
+            message: format!("the API key file {} is empty", path.display()),
+        });
+    }
+    Ok(SecretString::from(key.to_owned()))
+}
+
+impl Credential {
+    /// A key fixed for the client's life.
+    pub fn fixed(key: SecretString) -> Result<Credential> {
+        Ok(Credential(Source::Fixed(Bearer::new(key)?)))
+    }
+
+    /// A key read from `path` (already read into `initial`), read again when the file changes.
+    pub fn file(path: PathBuf, initial: SecretString) -> Result<Credential> {
+        let bearer = Bearer::new(initial)?;
+        let stamp = Stamp::of(&path).ok();
+        Ok(Credential(Source::File {
+            path,
+            loaded: Mutex::new(Loaded { stamp, bearer }),
+        }))
+    }
+
+    /// The key to send now: for a key file, read again first when the file changed since the
+    /// last read. A changed file that yields no usable key leaves the previous key in use (and
+    /// logs a warning once per file version).
+    pub fn current(&self) -> Bearer {
+        match &self.0 {
+            Source::Fixed(bearer) => bearer.clone(),
+            Source::File { path, loaded } => {
+                let mut loaded = loaded.lock().unwrap_or_else(|p| p.into_inner());
+                let stamp = Stamp::of(path).ok();
+                if stamp.is_some() && stamp != loaded.stamp {
+                    match read_key_file(path).and_then(Bearer::new) {
+                        Ok(bearer) => {
+                            tracing::info!(path = %path.display(), "read the API key file again after it changed");
+                            loaded.bearer = bearer;
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "the changed API key file holds no usable key; the previous key stays in use");
+                        }
+                    }
+                    loaded.stamp = stamp;
+                } else if stamp.is_none() && loaded.stamp.is_some() {
+                    tracing::warn!(path = %path.display(), "the API key file cannot be read; the previous key stays in use");
+                    loaded.stamp = None;
+                }
+                loaded.bearer.clone()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(c: &Credential) -> String {
+        c.current().header.to_str().unwrap().to_owned()
+    }
+
+    /// A fixed key is sent as a sensitive bearer header; unusable keys are refused without
+    /// echoing them.
+    #[test]
+    fn fixed_key_is_a_sensitive_bearer() {
+        let c = Credential::fixed(SecretString::from("sk-test-SECRET")).unwrap();
+        let bearer = c.current();
+        assert!(bearer.header.is_sensitive());
+        assert_eq!(header(&c), "Bearer sk-test-SECRET");
+        let Err(err) = Credential::fixed(SecretString::from("sk-SECRET\nInjected: yes")) else {
+            panic!("a key with a line break accepted");
+        };
+        assert_eq!(err.category(), "config");
+        assert!(!err.to_string().contains("SECRET"), "{err}");
+    }
+
+    /// A changed file is read again before the next use; an emptied or removed file leaves
+    /// the last good key in use, and a good key written afterwards is picked up.
+    #[test]
+    fn key_file_is_read_again_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api-key");
+        std::fs::write(&path, "first-key\n").unwrap();
+        let initial = read_key_file(&path).unwrap();
+        assert_eq!(initial.expose_secret(), "first-key", "whitespace trimmed");
+        let c = Credential::file(path.clone(), initial).unwrap();
+        assert_eq!(header(&c), "Bearer first-key");
+        // Replaced as the kubelet does: a new file renamed over the old one.
+        let next = dir.path().join(".next");
+        std::fs::write(&next, "second-key").unwrap();
+        std::fs::rename(&next, &path).unwrap();
+        assert_eq!(header(&c), "Bearer second-key");
+        std::fs::write(&next, "  \n").unwrap();
+        std::fs::rename(&next, &path).unwrap();
+        assert_eq!(
+            header(&c),
+            "Bearer second-key",
+            "an empty file is not a key"
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            header(&c),
+            "Bearer second-key",
+            "a missing file is not a key"
+        );
+        std::fs::write(&path, "third-key").unwrap();
+        assert_eq!(header(&c), "Bearer third-key");
+    }
+
+    /// Reading a key file that is missing or empty fails naming the file.
+    #[test]
+    fn unreadable_key_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing");
+        let err = read_key_file(&path).unwrap_err().to_string();
+        assert!(err.contains("cannot read the API key file") && err.contains("missing"));
+        std::fs::write(&path, "\n").unwrap();
+        let err = read_key_file(&path).unwrap_err().to_string();
+        assert!(err.contains("is empty"), "{err}");
+    }
+}
