@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use mailtarget_operator::cli::CliError;
+use mailtarget_operator::cli::probe::{ProbeArgs, run_probe};
 use mailtarget_operator::controller::{LogFormat, RunArgs};
 use mailtarget_operator::offline::cli::{
     ApplyArgs, DestroyArgs, PlanCommand, run_apply, run_destroy, run_plan,
@@ -42,6 +43,9 @@ enum Command {
     Run(RunArgs),
     /// Serve the built-in simulator of the Mailtarget API.
     Simulator(SimulatorArgs),
+    /// GET a URL once and exit 0 on a 2xx answer, 1 otherwise (e.g. the operator's `/readyz`
+    /// in the chart's `helm test` Pod, whose image has no curl).
+    Probe(ProbeArgs),
 }
 
 fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
@@ -82,6 +86,7 @@ async fn main() -> ExitCode {
         Command::Apply(args) => run_apply(args).await,
         Command::Destroy(args) => run_destroy(args).await,
         Command::Run(args) => mailtarget_operator::controller::run(args).await.map(|()| 0),
+        Command::Probe(args) => Ok(run_probe(args).await),
         Command::Simulator(args) => mailtarget_operator::simulator::cli::run(args)
             .await
             .map(|()| 0)

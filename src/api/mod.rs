@@ -28,6 +28,7 @@ mod retry_after;
 pub mod types;
 
 pub use client::Client;
+pub(crate) use client::describe as describe_error;
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use credential::read_key_file;
 pub use error::{ApiError, Result};

@@ -1,5 +1,7 @@
 //! Command-line pieces shared by the subcommands: how to reach the service, logging, errors.
 
+pub mod probe;
+
 use std::path::PathBuf;
 
 use secrecy::SecretString;
