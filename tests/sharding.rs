@@ -1,6 +1,7 @@
-//! Sharding by label selector: two operator instances on one cluster and one account, each
-//! scoped to its own `shard` label, converge disjoint halves of the objects and never touch the
-//! other half (nor objects matching neither selector).
+//! Sharding by label selector and by namespace: two operator instances on one cluster and one
+//! account, each scoped to its own `shard` label, converge disjoint halves of the objects and
+//! never touch the other half (nor objects matching neither selector); one instance scoped to a
+//! list of namespaces converges the objects of each and never touches another namespace's.
 
 mod common;
 
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{KEY, WAIT, api_client, eventually, install_crds, ready_is, wait_for};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
@@ -96,6 +98,24 @@ struct Instance {
 }
 
 fn start_instance(kube: &kube::Client, sim: &Simulator, shard: &str) -> Instance {
+    start_scoped(
+        kube,
+        sim,
+        &format!("instance-{shard}"),
+        Vec::new(),
+        Some(format!("shard={shard}")),
+    )
+}
+
+/// One in-process operator instance named `identity`, watching `namespaces` (empty: all) and
+/// objects matching `selector`.
+fn start_scoped(
+    kube: &kube::Client,
+    sim: &Simulator,
+    identity: &str,
+    namespaces: Vec<String>,
+    selector: Option<String>,
+) -> Instance {
     let metrics = Arc::new(Metrics::default());
     let settings = Settings {
         resync_interval: Duration::from_secs(3),
@@ -110,9 +130,9 @@ fn start_instance(kube: &kube::Client, sim: &Simulator, shard: &str) -> Instance
         api_client(sim),
         metrics.clone(),
         settings,
-        format!("instance-{shard}"),
+        identity.to_string(),
     )
-    .scoped(None, Some(format!("shard={shard}")));
+    .scoped(namespaces, selector);
     let (stop, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(operator.run(async move {
         let _ = rx.await;
@@ -136,8 +156,23 @@ fn objects_gauge(metrics: &Metrics, ready: &str) -> i64 {
         .sum()
 }
 
-fn ready<K: kube::Resource>(obj: &K, conditions: Option<&Vec<Condition>>) -> bool {
-    conditions.is_some_and(|c| ready_is(obj, c, "True", None))
+/// Waits (through a watch, bounded) until `name` is Ready for its generation.
+async fn wait_ready<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    wait_for(api, name, "Ready", |o: &K| {
+        let status = serde_json::to_value(o).unwrap_or_default()["status"]["conditions"].clone();
+        let conditions: Vec<Condition> = serde_json::from_value(status).unwrap_or_default();
+        ready_is(o, &conditions, "True", None)
+    })
+    .await;
 }
 
 /// Waits (through watches, bounded) until every object of `shard` is Ready.
@@ -146,31 +181,13 @@ async fn wait_shard_ready(kube: &kube::Client, shard: &str) {
     let keys: Api<ApiKey> = Api::namespaced(kube.clone(), "default");
     let domains: Api<SendingDomain> = Api::namespaced(kube.clone(), "default");
     for i in 0..SUBS {
-        wait_for(
-            &subs,
-            &format!("{shard}-sub-{i}"),
-            "Ready",
-            |o: &SubAccount| ready(o, o.status.as_ref().map(|s| &s.conditions)),
-        )
-        .await;
+        wait_ready(&subs, &format!("{shard}-sub-{i}")).await;
     }
     for i in 0..KEYS {
-        wait_for(
-            &keys,
-            &format!("{shard}-sub-{i}-key"),
-            "Ready",
-            |o: &ApiKey| ready(o, o.status.as_ref().map(|s| &s.conditions)),
-        )
-        .await;
+        wait_ready(&keys, &format!("{shard}-sub-{i}-key")).await;
     }
     for i in 0..DOMAINS {
-        wait_for(
-            &domains,
-            &format!("{shard}-dom-{i}"),
-            "Ready",
-            |o: &SendingDomain| ready(o, o.status.as_ref().map(|s| &s.conditions)),
-        )
-        .await;
+        wait_ready(&domains, &format!("{shard}-dom-{i}")).await;
     }
 }
 
@@ -250,17 +267,156 @@ async fn two_instances_converge_disjoint_shards() {
     );
 
     // Objects matching neither selector were never touched: no status, no finalizer.
-    let subs: Api<SubAccount> = Api::namespaced(kube.clone(), "default");
-    let unsharded = subs.get("unsharded").await.unwrap();
-    assert!(unsharded.status.is_none(), "{:?}", unsharded.status);
-    assert!(unsharded.finalizers().is_empty());
-    let domains: Api<SendingDomain> = Api::namespaced(kube.clone(), "default");
-    let unsharded = domains.get("unsharded-dom").await.unwrap();
-    assert!(unsharded.status.is_none(), "{:?}", unsharded.status);
-    assert!(unsharded.finalizers().is_empty());
+    assert_untouched::<SubAccount>(&kube, "default", "unsharded").await;
+    assert_untouched::<SendingDomain>(&kube, "default", "unsharded-dom").await;
 
     for instance in [a, b] {
         let _ = instance.stop.send(());
         let _ = tokio::time::timeout(WAIT, instance.task).await;
     }
+}
+
+/// The objects of one namespace in the namespaced test: a sub account with a key (created by the
+/// SubAccount, adopted by the ApiKey), and a domain.
+async fn create_namespace_objects(kube: &kube::Client, ns: &str) {
+    let subs: Api<SubAccount> = Api::namespaced(kube.clone(), ns);
+    let keys: Api<ApiKey> = Api::namespaced(kube.clone(), ns);
+    let domains: Api<SendingDomain> = Api::namespaced(kube.clone(), ns);
+    common::create(&subs, &format!("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: {ns}-sub}}\nspec: {{apiKey: {{name: {ns}-key, secretName: {ns}-sub-key-value}}}}\n")).await;
+    common::create(&keys, &format!("apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: {ns}-key}}\nspec: {{secretName: {ns}-key-value, subAccountRef: {{name: {ns}-sub}}}}\n")).await;
+    common::create(&domains, &format!("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {{name: {ns}-dom}}\nspec: {{domain: {ns}.example.com}}\n")).await;
+}
+
+/// Waits until the objects of `ns` are Ready and the key's Secret is written there.
+async fn wait_namespace_ready(kube: &kube::Client, ns: &str) {
+    wait_ready(
+        &Api::<SubAccount>::namespaced(kube.clone(), ns),
+        &format!("{ns}-sub"),
+    )
+    .await;
+    wait_ready(
+        &Api::<ApiKey>::namespaced(kube.clone(), ns),
+        &format!("{ns}-key"),
+    )
+    .await;
+    wait_ready(
+        &Api::<SendingDomain>::namespaced(kube.clone(), ns),
+        &format!("{ns}-dom"),
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(kube.clone(), ns);
+    assert!(
+        secrets
+            .get_opt(&format!("{ns}-key-value"))
+            .await
+            .unwrap()
+            .is_some(),
+        "the key's Secret is written in {ns}"
+    );
+}
+
+/// One instance scoped to two namespaces (one watch per namespace and kind, merged): the
+/// objects that exist before it starts (first list) and those created after (watch events)
+/// converge in both, while a third namespace's objects, created first, are never touched and
+/// never reach the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_instance_watches_only_its_namespaces() {
+    let server = TestApiServer::start().await.unwrap();
+    let kube = server.client();
+    install_crds(&kube).await;
+    let namespaces: Api<Namespace> = Api::all(kube.clone());
+    for ns in ["team-a", "team-b", "team-c"] {
+        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+    }
+    let sim = Simulator::start(SimulatorConfig::new(KEY)).await.unwrap();
+    create_namespace_objects(&kube, "team-c").await;
+    create_namespace_objects(&kube, "team-a").await;
+    let instance = start_scoped(
+        &kube,
+        &sim,
+        "instance-ab",
+        vec!["team-a".to_string(), "team-b".to_string()],
+        None,
+    );
+    wait_namespace_ready(&kube, "team-a").await;
+    create_namespace_objects(&kube, "team-b").await;
+    wait_namespace_ready(&kube, "team-b").await;
+
+    // The service holds exactly the two watched namespaces' objects.
+    let state = sim.snapshot();
+    let mut subs: Vec<&str> = state.sub_accounts.iter().map(|s| s.name.as_str()).collect();
+    subs.sort_unstable();
+    assert_eq!(
+        subs,
+        ["team-a-sub", "team-b-sub"],
+        "sub accounts in the service"
+    );
+    let mut domains: Vec<&str> = state
+        .sending_domains
+        .iter()
+        .map(|d| d.domain.as_str())
+        .collect();
+    domains.sort_unstable();
+    assert_eq!(domains, ["team-a.example.com", "team-b.example.com"]);
+    eventually(
+        "the instance counts the 6 objects of team-a and team-b Ready",
+        || {
+            objects_gauge(&instance.metrics, "true") == 6
+                && objects_gauge(&instance.metrics, "false") == 0
+        },
+    )
+    .await;
+
+    // team-c: no status, no finalizer, no Secret, no Event.
+    assert_untouched::<SubAccount>(&kube, "team-c", "team-c-sub").await;
+    assert_untouched::<ApiKey>(&kube, "team-c", "team-c-key").await;
+    assert_untouched::<SendingDomain>(&kube, "team-c", "team-c-dom").await;
+    let c_secrets: Api<Secret> = Api::namespaced(kube.clone(), "team-c");
+    assert!(
+        c_secrets
+            .get_opt("team-c-key-value")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let c_events: Api<Event> = Api::namespaced(kube.clone(), "team-c");
+    assert!(
+        c_events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    let _ = instance.stop.send(());
+    let _ = tokio::time::timeout(WAIT, instance.task).await;
+}
+
+/// Asserts that the operator never wrote to `namespace/name`: no status, no finalizer.
+async fn assert_untouched<K>(kube: &kube::Client, namespace: &str, name: &str)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let obj = Api::<K>::namespaced(kube.clone(), namespace)
+        .get(name)
+        .await
+        .unwrap();
+    let status = serde_json::to_value(&obj).unwrap()["status"].clone();
+    assert!(
+        status.is_null(),
+        "{namespace}/{name} has a status: {status}"
+    );
+    assert!(
+        obj.finalizers().is_empty(),
+        "{namespace}/{name} has a finalizer"
+    );
 }

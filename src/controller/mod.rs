@@ -13,6 +13,7 @@ pub mod identity;
 pub mod leader;
 pub mod managed;
 pub mod metrics;
+pub mod namespaces;
 pub mod secrets;
 pub mod server;
 pub mod status;
@@ -26,12 +27,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
+use kube::Client;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 
 use crate::api::Client as ApiClient;
 use crate::cli::{ApiArgs, CliError};
@@ -54,9 +54,10 @@ pub enum LogFormat {
 /// Arguments of `mailtarget-operator run`. Flags override the environment.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Watch only this namespace (default: all namespaces).
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    pub namespace: Option<String>,
+    /// Watch only these namespaces: comma-separated, or the flag repeated (default: all
+    /// namespaces). Each gets its own watches, so a Role in each suffices.
+    #[arg(long, env = "WATCH_NAMESPACE", value_delimiter = ',')]
+    pub namespace: Vec<String>,
     /// Reconcile only objects matching this label selector, to shard objects between instances
     /// (e.g. `shard=a`).
     #[arg(long, env = "LABEL_SELECTOR")]
@@ -118,7 +119,8 @@ pub struct RunArgs {
 /// The three controllers' shared pieces, built from [`RunArgs`].
 pub struct Operator {
     ctx: Arc<Context>,
-    namespace: Option<String>,
+    /// Watched namespaces; empty: all.
+    namespaces: Vec<String>,
     label_selector: Option<String>,
     concurrency: u16,
 }
@@ -138,15 +140,22 @@ impl Operator {
         };
         Operator {
             ctx: Arc::new(Context::new(kube, api, metrics, settings, reporter)),
-            namespace: None,
+            namespaces: Vec::new(),
             label_selector: None,
             concurrency: 16,
         }
     }
 
-    /// Restricts the watches to `namespace` and objects matching `label_selector`.
-    pub fn scoped(mut self, namespace: Option<String>, label_selector: Option<String>) -> Self {
-        self.namespace = namespace;
+    /// Restricts the watches to `namespaces` (none: all namespaces; an `Option` gives one
+    /// or none) and objects matching `label_selector`.
+    pub fn scoped(
+        mut self,
+        namespaces: impl IntoIterator<Item = String>,
+        label_selector: Option<String>,
+    ) -> Self {
+        self.namespaces = namespaces.into_iter().filter(|n| !n.is_empty()).collect();
+        self.namespaces.sort();
+        self.namespaces.dedup();
         self.label_selector = label_selector;
         self
     }
@@ -162,41 +171,26 @@ impl Operator {
         self.ctx.clone()
     }
 
-    fn api<K>(&self) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        match &self.namespace {
-            Some(ns) => Api::namespaced(self.ctx.kube.clone(), ns),
-            None => Api::all(self.ctx.kube.clone()),
-        }
-    }
-
-    /// The watch of kind `K` (this operator's namespace and label selector) that fills
+    /// The watch of kind `K` (this operator's namespaces and label selector) that fills
     /// `writer`'s cache, with `managedFields` dropped: the operator never reads them, and every
     /// write to a resource adds an entry, so they would be most of a cached object.
-    fn cached_watch<K>(
+    fn cached_watch<K: namespaces::Watchable>(
         &self,
         writer: reflector::store::Writer<K>,
-    ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
-    {
-        reflector(
-            writer,
-            watcher(self.api::<K>(), self.watcher_config())
-                .modify(|o| o.managed_fields_mut().clear())
-                .default_backoff(),
-        )
+    ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K> {
+        let config = self.watcher_config();
+        self.watch_into(writer, &config)
+    }
+
+    /// The watch of `K` with `config` over this operator's namespaces, filling `writer`.
+    fn watch_into<K: namespaces::Watchable>(
+        &self,
+        writer: reflector::store::Writer<K>,
+        config: &watcher::Config,
+    ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K> {
+        let events =
+            namespaces::watch(&self.ctx.kube, &self.namespaces, config, writer.as_reader());
+        reflector(writer, events)
     }
 
     fn watcher_config(&self) -> watcher::Config {
@@ -237,19 +231,15 @@ impl Operator {
         let (secret_cache, secret_writer) = reflector::store::<Secret>();
         let _ = self.ctx.secret_cache.set(secret_cache);
         let (owners, subs_trigger, keys_trigger, domains_trigger) = SecretOwners::channels();
-        let secret_watch = reflector(
-            secret_writer,
-            watcher(self.api::<Secret>(), secrets_config)
-                .modify(|s| s.managed_fields_mut().clear())
-                .default_backoff(),
-        )
-        .take_until(stop())
-        .for_each(move |event| {
-            if let Some(secret) = touched(&event) {
-                owners.trigger(secret);
-            }
-            async {}
-        });
+        let secret_watch = self
+            .watch_into(secret_writer, &secrets_config)
+            .take_until(stop())
+            .for_each(move |event| {
+                if let Some(secret) = touched(&event) {
+                    owners.trigger(secret);
+                }
+                async {}
+            });
 
         // The ApiKey controller's cache, read by the SubAccount watch below to find the keys
         // that reference a changed sub account.
@@ -315,17 +305,8 @@ impl Operator {
 
 /// Builds the service client for `run`, counting requests into `metrics`.
 fn api_client(args: &ApiArgs, metrics: Arc<Metrics>) -> std::result::Result<ApiClient, CliError> {
-    let Some(key) = args.api_key.clone().filter(|k| !k.is_empty()) else {
-        return Err(CliError::Config(
-            "no API key: set MAILTARGET_API_KEY (or --api-key)".into(),
-        ));
-    };
     let config = args
-        .client_config(
-            args.api_url.clone(),
-            args.transmission_url.clone(),
-            key.into(),
-        )
+        .service_config()?
         .with_observer(Arc::new(ApiRequestMetrics(metrics)));
     Ok(ApiClient::new(config)?)
 }
