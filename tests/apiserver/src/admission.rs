@@ -100,7 +100,7 @@ fn typed_roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, 
 }
 
 fn builtin_roundtrip(b: Builtin, v: &Value) -> Result<Value, String> {
-    use k8s_openapi::api::{apps, coordination, core, policy, rbac};
+    use k8s_openapi::api::{apps, coordination, core, networking, policy, rbac};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     match b {
         Builtin::Namespace => typed_roundtrip::<core::v1::Namespace>(v),
@@ -117,6 +117,7 @@ fn builtin_roundtrip(b: Builtin, v: &Value) -> Result<Value, String> {
         Builtin::Role => typed_roundtrip::<rbac::v1::Role>(v),
         Builtin::RoleBinding => typed_roundtrip::<rbac::v1::RoleBinding>(v),
         Builtin::PodDisruptionBudget => typed_roundtrip::<policy::v1::PodDisruptionBudget>(v),
+        Builtin::NetworkPolicy => typed_roundtrip::<networking::v1::NetworkPolicy>(v),
     }
 }
 

@@ -4,7 +4,7 @@
 //! enough that kubectl 1.32 and kube-rs (`Api`, `watcher`, `reflector`, `Controller`) behave as
 //! against a real cluster: discovery, OpenAPI v3 for kubectl, built-in kinds (Namespace, Secret,
 //! ConfigMap, Event, Lease, CustomResourceDefinition; Deployment, ServiceAccount, Service, RBAC
-//! kinds and PodDisruptionBudget stored only), custom resources served from CRDs created
+//! kinds, PodDisruptionBudget and NetworkPolicy stored only), custom resources served from CRDs created
 //! through the API, resourceVersions, watches, finalizers, garbage collection, server-side apply,
 //! tables. What it does not simulate it refuses with 501 `not implemented by the test API server`.
 //! [`TestCluster`] gives tests one entry point that targets a real cluster when `E2E_KUBECONFIG`

@@ -50,17 +50,21 @@ pub enum Builtin {
     RoleBinding,
     /// policy/v1 PodDisruptionBudget (stored only: no disruption controller).
     PodDisruptionBudget,
+    /// networking.k8s.io/v1 NetworkPolicy (stored only: no traffic is filtered).
+    NetworkPolicy,
 }
 
 impl Builtin {
     /// The stored-only kinds that, as in kube-apiserver, have a `status` subresource and a
-    /// `metadata.generation` bumped by spec changes (Deployment, PodDisruptionBudget), or a
-    /// `status` subresource only (Service).
+    /// `metadata.generation` bumped by spec changes (Deployment, PodDisruptionBudget), a
+    /// `status` subresource only (Service), or a `generation` only (NetworkPolicy, whose
+    /// strategy sets it on create and bumps it on spec changes; it has no status since 1.28).
     fn status_and_generation(self) -> (bool, bool) {
         match self {
             Builtin::Namespace | Builtin::Crd => (true, false),
             Builtin::Deployment | Builtin::PodDisruptionBudget => (true, true),
             Builtin::Service => (true, false),
+            Builtin::NetworkPolicy => (false, true),
             _ => (false, false),
         }
     }
@@ -151,8 +155,8 @@ impl ResourceType {
         }
     }
 
-    /// Whether objects carry `metadata.generation` (custom resources, CRDs, Deployments and
-    /// PodDisruptionBudgets).
+    /// Whether objects carry `metadata.generation` (custom resources, CRDs, Deployments,
+    /// PodDisruptionBudgets and NetworkPolicies).
     pub fn has_generation(&self) -> bool {
         match &self.flavor {
             Flavor::Custom(_) | Flavor::Builtin(Builtin::Crd) => true,
@@ -404,6 +408,16 @@ impl Registry {
                 &["pdb"],
                 ("policy", "poddisruptionbudgets"),
                 Builtin::PodDisruptionBudget,
+            ),
+            builtin(
+                "networking.k8s.io",
+                "v1",
+                "networkpolicies",
+                "NetworkPolicy",
+                true,
+                &["netpol"],
+                ("networking.k8s.io", "networkpolicies"),
+                Builtin::NetworkPolicy,
             ),
         ];
         Registry {

@@ -108,6 +108,16 @@ pub fn column_definitions(rt: &ResourceType) -> Vec<Value> {
             col("Role", "string", "", "The role referenced by the binding"),
             age_col(),
         ],
+        Some(Builtin::NetworkPolicy) => vec![
+            name_col(),
+            col(
+                "Pod-Selector",
+                "string",
+                "",
+                "Selects the pods to which this NetworkPolicy object applies.",
+            ),
+            age_col(),
+        ],
         Some(Builtin::PodDisruptionBudget) => vec![
             name_col(),
             col(
@@ -288,6 +298,48 @@ fn service_ports(ports: &Value) -> String {
     }
 }
 
+/// A label selector as kubectl prints it (apimachinery's `FormatLabelSelector`): requirements
+/// sorted by key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`, joined by commas; `<none>`
+/// for an empty selector.
+fn format_label_selector(selector: &Value) -> String {
+    let mut requirements: Vec<(String, String)> = Vec::new();
+    for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+        let value = value.as_str().unwrap_or_default();
+        requirements.push((key.clone(), format!("{key}={value}")));
+    }
+    for expression in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = expression["key"].as_str().unwrap_or_default().to_string();
+        let mut values: Vec<&str> = expression["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        let text = match expression["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other}"),
+        };
+        requirements.push((key, text));
+    }
+    if requirements.is_empty() {
+        return "<none>".to_string();
+    }
+    requirements.sort();
+    requirements
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn count(v: &Value) -> usize {
     v.as_object().map(|m| m.len()).unwrap_or(0)
 }
@@ -355,6 +407,11 @@ pub fn cells(rt: &ResourceType, obj: &Value) -> Vec<Value> {
                 obj["roleRef"]["kind"].as_str().unwrap_or_default(),
                 obj["roleRef"]["name"].as_str().unwrap_or_default()
             )),
+            age_of(created),
+        ],
+        Some(Builtin::NetworkPolicy) => vec![
+            name,
+            json!(format_label_selector(&obj["spec"]["podSelector"])),
             age_of(created),
         ],
         Some(Builtin::PodDisruptionBudget) => {

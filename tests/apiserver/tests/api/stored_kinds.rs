@@ -1,11 +1,12 @@
 //! The stored-only built-in kinds (Deployment, ServiceAccount, Service, the four RBAC kinds,
-//! PodDisruptionBudget): served with discovery, typed round trips, strict field validation,
+//! PodDisruptionBudget, NetworkPolicy): served with discovery, typed round trips, strict field validation,
 //! status and generation as in kube-apiserver, and tables; nothing acts on them.
 use crate::common;
 
 use common::Raw;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -46,6 +47,7 @@ async fn discovery_lists_the_stored_kinds() {
         ("/apis/rbac.authorization.k8s.io/v1", "roles", true),
         ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", true),
         ("/apis/policy/v1", "poddisruptionbudgets", true),
+        ("/apis/networking.k8s.io/v1", "networkpolicies", true),
     ] {
         let list = raw.get(path).await;
         let found = list.body["resources"]
@@ -82,23 +84,9 @@ async fn deployments_store_spec_reset_status_and_bump_generation() {
         created.status.is_none(),
         "status is the server's to set on create"
     );
-    let patched = api
-        .patch(
-            "op",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .expect("patched");
+    let patched = merge(&api, json!({"spec": {"replicas": 3}})).await;
     assert_eq!(patched.metadata.generation, Some(2));
-    let labelled = api
-        .patch(
-            "op",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
-        )
-        .await
-        .expect("patched");
+    let labelled = merge(&api, json!({"metadata": {"labels": {"x": "y"}}})).await;
     assert_eq!(
         labelled.metadata.generation,
         Some(2),
@@ -149,6 +137,7 @@ async fn rbac_and_other_kinds_round_trip_and_reject_unknown_fields() {
         ("ServiceAccount", "v1", "serviceaccounts"),
         ("Service", "v1", "services"),
         ("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets"),
+        ("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     ] {
         let base = if api_version == "v1" {
             "/api/v1".to_string()
@@ -227,22 +216,83 @@ async fn tables_show_kubectl_columns() {
     api.create(&PostParams::default(), &deployment())
         .await
         .expect("created");
-    let raw = Raw::new(&server);
-    let table = raw
+    let (names, table) = table(&server, "/apis/apps/v1/namespaces/default/deployments").await;
+    assert_eq!(names, ["Name", "Ready", "Up-to-date", "Available", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][1], "0/2");
+}
+
+/// The Table kubectl asks for at `path`, and its column names.
+async fn table(server: &TestApiServer, path: &str) -> (Vec<String>, serde_json::Value) {
+    let answer = Raw::new(server)
         .send_with(
             "GET",
-            "/apis/apps/v1/namespaces/default/deployments",
+            path,
             None,
             Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
             None,
         )
         .await;
-    let names: Vec<&str> = table.body["columnDefinitions"]
+    let names = answer.body["columnDefinitions"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|c| c["name"].as_str())
+        .filter_map(|c| c["name"].as_str().map(str::to_string))
         .collect();
-    assert_eq!(names, ["Name", "Ready", "Up-to-date", "Available", "Age"]);
-    assert_eq!(table.body["rows"][0]["cells"][1], "0/2");
+    (names, answer.body)
+}
+
+/// A NetworkPolicy is stored as given, carries a generation bumped by spec changes only (as
+/// kube-apiserver's networkpolicy strategy does), and its table shows kubectl's Pod-Selector
+/// column.
+#[tokio::test]
+async fn network_policies_store_spec_bump_generation_and_show_pod_selector() {
+    let server = TestApiServer::start().await.expect("server");
+    let api: Api<NetworkPolicy> = Api::namespaced(server.client(), "default");
+    let policy: NetworkPolicy = serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "op"},
+        "spec": {
+            "podSelector": {
+                "matchLabels": {"app": "op", "tier": "control"},
+                "matchExpressions": [{"key": "zone", "operator": "In", "values": ["b", "a"]}]
+            },
+            "policyTypes": ["Ingress", "Egress"],
+            "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 6443, "protocol": "TCP"}]}]
+        }
+    }))
+    .expect("valid policy");
+    let created = api
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("created");
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(created.spec, policy.spec);
+    let labelled = merge(&api, json!({"metadata": {"labels": {"x": "y"}}})).await;
+    assert_eq!(
+        labelled.metadata.generation,
+        Some(1),
+        "metadata does not bump"
+    );
+    let changed = merge(&api, json!({"spec": {"policyTypes": ["Egress"]}})).await;
+    assert_eq!(changed.metadata.generation, Some(2));
+    let (names, table) = table(
+        &server,
+        "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies",
+    )
+    .await;
+    assert_eq!(names, ["Name", "Pod-Selector", "Age"]);
+    assert_eq!(
+        table["rows"][0]["cells"][1],
+        "app=op,tier=control,zone in (a,b)"
+    );
+}
+
+/// A merge patch of the object `op`.
+async fn merge<K>(api: &Api<K>, patch: serde_json::Value) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch("op", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .expect("patched")
 }
