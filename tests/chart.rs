@@ -16,10 +16,16 @@ mod argocd;
 mod calls;
 #[path = "chart/helm.rs"]
 mod helm;
+#[path = "chart/helm_test.rs"]
+mod helm_test;
 #[path = "chart/manifests.rs"]
 mod manifests;
+#[path = "chart/network_policy.rs"]
+mod network_policy;
 #[path = "chart/rbac.rs"]
 mod rbac;
+#[path = "chart/volumes.rs"]
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::path::Path;

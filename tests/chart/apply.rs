@@ -65,13 +65,42 @@ fn created(out: &str) -> usize {
 }
 
 async fn finish(cluster: TestCluster, r: &Rendered) {
-    // Remove the cluster-scoped objects (a real cluster keeps them otherwise); the namespace
-    // goes with cleanup. CRDs stay: other tests may use them.
-    let _ = cluster.kubectl_with_input(
-        ["delete", "--ignore-not-found", "--wait=false", "-f", "-"],
-        r.yaml.as_bytes(),
-    );
+    // Remove the cluster-scoped objects and those outside the test namespace (a real cluster
+    // keeps them otherwise); the test namespace goes with cleanup. CRDs stay: other tests may
+    // use them.
+    for (namespace, yaml) in by_namespace(&cluster, r) {
+        let _ = cluster.kubectl_with_input(
+            [
+                "delete",
+                "--ignore-not-found",
+                "--wait=false",
+                "--namespace",
+                namespace.as_str(),
+                "-f",
+                "-",
+            ],
+            yaml.as_bytes(),
+        );
+    }
     cluster.cleanup().await;
+}
+
+/// The render's objects as one YAML stream per namespace (cluster-scoped objects with the
+/// test namespace's).
+fn by_namespace(cluster: &TestCluster, r: &Rendered) -> std::collections::BTreeMap<String, String> {
+    let mut groups: std::collections::BTreeMap<String, String> = Default::default();
+    for obj in &r.objects {
+        let namespace = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or(cluster.namespace())
+            .to_string();
+        let yaml = serde_yaml::to_string(obj).unwrap_or_else(|e| panic!("{e}"));
+        groups
+            .entry(namespace)
+            .or_default()
+            .push_str(&format!("---\n{yaml}"));
+    }
+    groups
 }
 
 /// Default values: `kubectl apply` creates every object, a second apply leaves them unchanged.
@@ -116,8 +145,9 @@ async fn default_render_applies_with_kubectl() {
     finish(cluster, &r).await;
 }
 
-/// Every option on (the ServiceMonitor CRD installed first, the watched namespace being the
-/// test's): `kubectl apply --server-side`, as Flux and Argo CD apply, creates every object.
+/// Every option on (the ServiceMonitor CRD installed first, the watched namespaces being the
+/// test's and `default`, the NetworkPolicy included): `kubectl apply --server-side`, as Flux
+/// and Argo CD apply, creates every object.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_options_render_applies_with_kubectl() {
     if !TestCluster::require_kubectl("all_options_render_applies_with_kubectl")
@@ -145,14 +175,10 @@ async fn all_options_render_applies_with_kubectl() {
             namespace: cluster.namespace().to_string(),
             ..RenderOptions::all_options()
         }
-        .set("watchNamespaces", json!([cluster.namespace()])),
+        .set("watchNamespaces", json!([cluster.namespace(), "default"])),
     );
     install_crds(&cluster, &r);
-    let out = kubectl_ok(
-        &cluster,
-        &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
-        r.yaml.as_bytes(),
-    );
+    let out = apply_by_namespace(&cluster, &r);
     assert_eq!(
         created(&out),
         r.objects.len(),
@@ -162,7 +188,8 @@ async fn all_options_render_applies_with_kubectl() {
         &cluster,
         &[
             "get",
-            "servicemonitors,poddisruptionbudgets,roles,rolebindings,secrets,services,serviceaccounts,deployments",
+            "servicemonitors,poddisruptionbudgets,roles,rolebindings,secrets,services,serviceaccounts,deployments,networkpolicies",
+            "-A",
             "-o",
             "name",
         ],
@@ -179,10 +206,29 @@ async fn all_options_render_applies_with_kubectl() {
         );
     }
     // Server-side apply again: no conflict, nothing changes.
-    kubectl_ok(
-        &cluster,
-        &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
-        r.yaml.as_bytes(),
-    );
+    apply_by_namespace(&cluster, &r);
     finish(cluster, &r).await;
+}
+
+/// `kubectl apply --server-side` of the render, one namespace at a time as Helm sends each
+/// object to its own namespace (kubectl refuses objects of a namespace other than its
+/// context's without `--namespace`); cluster-scoped objects go with the release namespace.
+fn apply_by_namespace(cluster: &TestCluster, r: &Rendered) -> String {
+    let mut out = String::new();
+    for (namespace, yaml) in by_namespace(cluster, r) {
+        out.push_str(&kubectl_ok(
+            cluster,
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=helm",
+                "--namespace",
+                &namespace,
+                "-f",
+                "-",
+            ],
+            yaml.as_bytes(),
+        ));
+    }
+    out
 }

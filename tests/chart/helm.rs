@@ -112,6 +112,9 @@ pub struct Rendered {
     pub yaml: String,
     /// The same manifests as JSON values, in order.
     pub objects: Vec<Value>,
+    /// The hooks (manifests annotated `helm.sh/hook`, e.g. the `helm test` Pod), which an
+    /// install does not apply.
+    pub hooks: Vec<Value>,
     /// NOTES.txt as rendered.
     pub notes: String,
     /// The chart's `crds/` as a YAML stream.
@@ -197,6 +200,7 @@ pub fn render(opts: &RenderOptions) -> Result<Rendered, String> {
     let yaml = read("manifests.yaml");
     Ok(Rendered {
         objects: parse_stream(&yaml),
+        hooks: parse_stream(&read("hooks.yaml")),
         yaml,
         notes: read("NOTES.txt"),
         crds_yaml: read("crds.yaml"),
@@ -267,7 +271,7 @@ fn schema_rejects_wrong_values() {
         ("unknownOption", serde_json::json!(true), "unknownOption"),
         (
             "watchNamespaces",
-            serde_json::json!(["a", "b"]),
+            serde_json::json!(["a", "a"]),
             "watchNamespaces",
         ),
         (
@@ -276,10 +280,31 @@ fn schema_rejects_wrong_values() {
             "watchNamespaces",
         ),
         (
-            "credentials",
-            serde_json::json!({"existingSecret": "mine", "apiKey": "also-a-key"}),
-            "apiKey",
+            "api.caBundle",
+            serde_json::json!({"configMap": "Corporate_CA"}),
+            "configMap",
         ),
+        (
+            "networkPolicy.kubernetesApi.cidrs",
+            serde_json::json!(["10.0.0.1"]),
+            "cidrs",
+        ),
+        (
+            "networkPolicy.mailtargetApi.ports",
+            serde_json::json!([0]),
+            "ports",
+        ),
+        (
+            "extraVolumes",
+            serde_json::json!([{"emptyDir": {}}]),
+            "extraVolumes",
+        ),
+        (
+            "extraVolumeMounts",
+            serde_json::json!([{"name": "scratch"}]),
+            "extraVolumeMounts",
+        ),
+        ("helmTest.timeout", serde_json::json!("soon"), "timeout"),
         (
             "credentials.apiKeyKey",
             serde_json::json!("bad key!"),
@@ -361,11 +386,70 @@ fn schema_accepts_valid_alternatives() {
         ("replicaCount", serde_json::json!(0)),
         ("metrics.bindAddress", serde_json::json!("::")),
         ("global", serde_json::json!({"imageRegistry": "x"})),
+        (
+            "watchNamespaces",
+            serde_json::json!(["team-a", "team-b", "team-c"]),
+        ),
+        (
+            "api.caBundle",
+            serde_json::json!({"secret": "corporate-ca", "key": "ca.pem"}),
+        ),
+        (
+            "networkPolicy",
+            serde_json::json!({"enabled": true, "kubernetesApi": {"cidrs": ["fd00::1/128"]}}),
+        ),
     ];
     for (key, value) in cases {
         let opts = RenderOptions::default().set(key, value.clone());
         if let Err(e) = render(&opts) {
             panic!("{key}={value} was rejected: {e}");
+        }
+    }
+}
+
+/// Values that are each valid but wrong together fail the install with a sentence saying what
+/// to change, not with a JSON-schema keyword (Helm prints a schema failure as the keyword that
+/// failed, e.g. `maxLength: got 1, want 0`).
+#[test]
+fn conflicting_values_fail_with_a_sentence() {
+    if !require_helm("conflicting_values_fail_with_a_sentence") {
+        return;
+    }
+    let cases: &[(&str, Value, &str)] = &[
+        (
+            "credentials",
+            serde_json::json!({"existingSecret": "mine", "apiKey": "also-a-key"}),
+            "credentials.apiKey and credentials.existingSecret are both set: set only one.",
+        ),
+        (
+            "api.caBundle",
+            serde_json::json!({"configMap": "corporate-ca", "secret": "corporate-ca"}),
+            "api.caBundle.configMap and api.caBundle.secret are both set",
+        ),
+        (
+            "networkPolicy",
+            serde_json::json!({"enabled": true}),
+            "networkPolicy.enabled needs networkPolicy.kubernetesApi.cidrs",
+        ),
+    ];
+    for (key, value, sentence) in cases {
+        let opts = RenderOptions::default().set(key, value.clone());
+        match render(&opts) {
+            Ok(r) => panic!("{key}={value} was accepted; rendered:\n{}", r.yaml),
+            Err(message) => {
+                assert!(
+                    message.contains(sentence),
+                    "{key}={value}: expected {sentence:?} in: {message}"
+                );
+                assert!(
+                    !message.contains("got ") && !message.contains("want "),
+                    "{key}={value}: a schema keyword instead of a sentence: {message}"
+                );
+                assert!(
+                    !message.contains("also-a-key"),
+                    "the error shows the API key: {message}"
+                );
+            }
         }
     }
 }

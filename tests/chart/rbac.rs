@@ -14,7 +14,7 @@ use super::helm::{RenderOptions, Rendered, all_options, defaults, render_ok, req
 /// Where a call is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    /// In the namespaces the operator watches (all of them, or the one of `watchNamespaces`).
+    /// In the namespaces the operator watches (all of them, or those of `watchNamespaces`).
     Watched,
     /// In the operator's own namespace, on the leader election Lease only (`named`: the call
     /// addresses the Lease by name, so RBAC can restrict it with resourceNames).
@@ -354,8 +354,8 @@ pub fn grants(r: &Rendered, sa: &str, sa_namespace: &str) -> Vec<Grant> {
 struct Layout<'a> {
     sa: &'a str,
     release_namespace: &'a str,
-    /// `None`: cluster-wide; else the one watched namespace.
-    watched: Option<&'a str>,
+    /// Empty: cluster-wide; else the watched namespaces.
+    watched: &'a [&'a str],
     /// The leader election Lease, when leader election is on.
     lease: Option<&'a str>,
     owner_references_delete: bool,
@@ -386,23 +386,30 @@ fn check_layout(r: &Rendered, l: &Layout, what: &str) {
     let grants = grants(r, l.sa, l.release_namespace);
     assert!(!grants.is_empty(), "{what}: nothing is granted to {}", l.sa);
     let calls = expected_calls(l);
-    // Every call is allowed where it is made.
+    // Every call is allowed where it is made: in each watched namespace (or cluster-wide).
+    let watched: Vec<Option<&str>> = if l.watched.is_empty() {
+        vec![None]
+    } else {
+        l.watched.iter().map(|n| Some(*n)).collect()
+    };
     for c in &calls {
-        let (namespace, name) = match c.scope {
-            Scope::Watched => (l.watched, None),
-            Scope::Lease { named } => (
+        let places: Vec<(Option<&str>, Option<&str>)> = match c.scope {
+            Scope::Watched => watched.iter().map(|n| (*n, None)).collect(),
+            Scope::Lease { named } => vec![(
                 Some(l.release_namespace),
                 if named { l.lease } else { None },
-            ),
+            )],
         };
-        assert!(
-            grants.iter().any(|g| allows(g, c, namespace, name)),
-            "{what}: the operator's {} {}/{} in {namespace:?} ({}) is not allowed; grants: {grants:#?}",
-            c.verb,
-            c.group,
-            c.resource,
-            c.why
-        );
+        for (namespace, name) in places {
+            assert!(
+                grants.iter().any(|g| allows(g, c, namespace, name)),
+                "{what}: the operator's {} {}/{} in {namespace:?} ({}) is not allowed; grants: {grants:#?}",
+                c.verb,
+                c.group,
+                c.resource,
+                c.why
+            );
+        }
     }
     // Nothing broader: each grant is a call of the table, in the call's scope only.
     for g in &grants {
@@ -417,9 +424,8 @@ fn check_layout(r: &Rendered, l: &Layout, what: &str) {
         for c in matching {
             match c.scope {
                 Scope::Watched => {
-                    assert_eq!(
-                        g.namespace.as_deref(),
-                        l.watched,
+                    assert!(
+                        watched.contains(&g.namespace.as_deref()),
                         "{what}: {g:?} is granted outside the watched namespaces"
                     );
                     assert!(g.names.is_empty(), "{what}: {g:?}");
@@ -532,7 +538,7 @@ fn default_rbac_allows_exactly_the_operator_calls() {
         &Layout {
             sa: "mailtarget-operator",
             release_namespace: "mailtarget-system",
-            watched: None,
+            watched: &[],
             lease: Some("mailtarget-operator"),
             owner_references_delete: false,
         },
@@ -540,8 +546,9 @@ fn default_rbac_allows_exactly_the_operator_calls() {
     );
 }
 
-/// watchNamespaces: Roles in the watched namespace only (no cluster-wide grant at all), plus
-/// the OwnerReferencesPermissionEnforcement extra when asked for.
+/// watchNamespaces: a Role and RoleBinding in each watched namespace and nowhere else (no
+/// cluster-wide grant at all, so no Secret can be read outside them), plus the
+/// OwnerReferencesPermissionEnforcement extra when asked for.
 #[test]
 fn namespaced_rbac_allows_exactly_the_operator_calls() {
     if !require_helm("namespaced_rbac_allows_exactly_the_operator_calls") {
@@ -554,12 +561,52 @@ fn namespaced_rbac_allows_exactly_the_operator_calls() {
         &Layout {
             sa: "mailtarget-operator-shard-a",
             release_namespace: "mailtarget-system",
-            watched: Some("team-a"),
+            watched: &["team-a", "team-b"],
             lease: Some("mailtarget-shard-a"),
             owner_references_delete: true,
         },
         "all options",
     );
+    let three = render_ok(
+        &RenderOptions::default().set("watchNamespaces", json!(["team-a", "team-b", "team-c"])),
+    );
+    assert!(
+        three.of_kind("ClusterRole").is_empty() && three.of_kind("ClusterRoleBinding").is_empty()
+    );
+    let mut role_namespaces: Vec<&str> = three
+        .of_kind("RoleBinding")
+        .iter()
+        .filter_map(|b| b["metadata"]["namespace"].as_str())
+        .collect();
+    role_namespaces.sort_unstable();
+    assert_eq!(
+        role_namespaces,
+        ["mailtarget-system", "team-a", "team-b", "team-c"],
+        "one binding per watched namespace, and the Lease's"
+    );
+    check_layout(
+        &three,
+        &Layout {
+            sa: "mailtarget-operator",
+            release_namespace: "mailtarget-system",
+            watched: &["team-a", "team-b", "team-c"],
+            lease: Some("mailtarget-operator"),
+            owner_references_delete: false,
+        },
+        "three namespaces",
+    );
+    // The operator is told the same namespaces, in the form `run` parses.
+    let d = three.one("Deployment");
+    let env = d["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let value = env
+        .iter()
+        .find(|e| e["name"] == "WATCH_NAMESPACE")
+        .and_then(|e| e["value"].as_str())
+        .expect("WATCH_NAMESPACE");
+    assert_eq!(watched_namespaces(value), ["team-a", "team-b", "team-c"]);
 }
 
 /// Without leader election there is no Lease permission at all.
@@ -574,10 +621,23 @@ fn no_lease_permission_without_leader_election() {
         &Layout {
             sa: "mailtarget-operator",
             release_namespace: "mailtarget-system",
-            watched: None,
+            watched: &[],
             lease: None,
             owner_references_delete: false,
         },
         "no leader election",
     );
+}
+
+/// The namespaces `mailtarget-operator run` watches for a WATCH_NAMESPACE value: parsed by its
+/// clap definition through the flag, which splits values as the variable does.
+fn watched_namespaces(value: &str) -> Vec<String> {
+    use clap::{Args, FromArgMatches};
+    let cmd = mailtarget_operator::controller::RunArgs::augment_args(clap::Command::new("run"));
+    let matches = cmd
+        .try_get_matches_from(["run", "--namespace", value])
+        .unwrap_or_else(|e| panic!("`run` refuses {value:?}: {e}"));
+    mailtarget_operator::controller::RunArgs::from_arg_matches(&matches)
+        .expect("run arguments")
+        .namespace
 }

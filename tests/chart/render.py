@@ -10,9 +10,10 @@ Usage:
   render.py render CHART OUT_DIR [--values FILE]... [--set-json KEY=JSON]...
                    [--release NAME] [--namespace NS]
       Renders the templates as an install would (values checked against values.schema.json).
-      Writes OUT_DIR/manifests.yaml (every rendered manifest, NOTES.txt excluded),
-      OUT_DIR/NOTES.txt and OUT_DIR/crds.yaml (the chart's crds/). A rendering or schema failure
-      exits 2 with Helm's message on stderr.
+      Writes OUT_DIR/manifests.yaml (every rendered manifest an install applies: NOTES.txt and
+      hooks excluded), OUT_DIR/hooks.yaml (the hooks, e.g. `helm test` Pods), OUT_DIR/NOTES.txt
+      and OUT_DIR/crds.yaml (the chart's crds/). A rendering or schema failure exits 2 with
+      Helm's message on stderr.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -32,6 +34,10 @@ else:
     IMPORT_ERROR = None
 
 SEVERITY = {0: "UNKNOWN", 1: "INFO", 2: "WARNING", 3: "ERROR"}
+
+# A manifest carrying this annotation is a hook, which Helm creates at its event rather than
+# with the release (https://helm.sh/docs/topics/charts_hooks/).
+HOOK = re.compile(r"^\s+helm\.sh/hook:", re.MULTILINE)
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +105,7 @@ def cmd_render(args: argparse.Namespace) -> int:
             return 2
         crds = chart.crds
     documents = []
+    hooks = []
     notes = ""
     for path in sorted(rendered):
         text = rendered[path]
@@ -107,16 +114,18 @@ def cmd_render(args: argparse.Namespace) -> int:
             continue
         if not text.strip():
             continue
-        documents.append(f"# Source: {path}\n{text.strip()}\n")
+        (hooks if HOOK.search(text) else documents).append(f"# Source: {path}\n{text.strip()}\n")
     with open(os.path.join(args.out_dir, "manifests.yaml"), "w", encoding="utf-8") as out:
         out.write("---\n".join(documents))
+    with open(os.path.join(args.out_dir, "hooks.yaml"), "w", encoding="utf-8") as out:
+        out.write("---\n".join(hooks))
     with open(os.path.join(args.out_dir, "NOTES.txt"), "w", encoding="utf-8") as out:
         out.write(notes)
     with open(os.path.join(args.out_dir, "crds.yaml"), "w", encoding="utf-8") as out:
         out.write(
             "---\n".join(f"# Source: crds/{c['filename']}\n{c['data'].strip()}\n" for c in crds)
         )
-    summary = {"templates": len(documents), "crds": len(crds)}
+    summary = {"templates": len(documents), "hooks": len(hooks), "crds": len(crds)}
     print(json.dumps(summary))
     return 0
 

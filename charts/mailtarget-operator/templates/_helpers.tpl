@@ -35,17 +35,38 @@ app.kubernetes.io/name: {{ include "mailtarget-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{/* Labels of every object. */}}
-{{- define "mailtarget-operator.labels" -}}
+{{/* Labels of every object the chart renders, besides its name, instance and component. */}}
+{{- define "mailtarget-operator.sharedLabels" -}}
 helm.sh/chart: {{ include "mailtarget-operator.chart" . }}
-{{ include "mailtarget-operator.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/component: operator
 app.kubernetes.io/part-of: mailtarget-operator
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/* Labels of every object of the operator. */}}
+{{- define "mailtarget-operator.labels" -}}
+{{ include "mailtarget-operator.selectorLabels" . }}
+app.kubernetes.io/component: operator
+{{ include "mailtarget-operator.sharedLabels" . }}
+{{- end }}
+
+{{/*
+Labels selecting the `helm test` Pod. Its name label differs from the operator's, so that neither
+the Deployment, the metrics Service nor the PodDisruptionBudget selects it.
+*/}}
+{{- define "mailtarget-operator.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "mailtarget-operator.name" . | trunc 58 | trimSuffix "-" }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of the `helm test` Pod. */}}
+{{- define "mailtarget-operator.testLabels" -}}
+{{ include "mailtarget-operator.testSelectorLabels" . }}
+app.kubernetes.io/component: test
+{{ include "mailtarget-operator.sharedLabels" . }}
 {{- end }}
 
 {{/* The ServiceAccount the operator runs as. */}}
@@ -65,6 +86,44 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* "true" when the chart creates the credentials Secret. */}}
 {{- define "mailtarget-operator.createCredentials" -}}
 {{- if and (not .Values.credentials.existingSecret) .Values.credentials.apiKey }}true{{ end }}
+{{- end }}
+
+{{/* The directory the credentials Secret is mounted at, and the API key file in it. */}}
+{{- define "mailtarget-operator.credentialsDir" -}}
+/var/run/secrets/mailtarget.co/credentials
+{{- end }}
+{{- define "mailtarget-operator.apiKeyFile" -}}
+{{ include "mailtarget-operator.credentialsDir" . }}/api-key
+{{- end }}
+
+{{/* "configMap" or "secret": where api.caBundle comes from; empty without a CA bundle. */}}
+{{- define "mailtarget-operator.caBundleSource" -}}
+{{- if .Values.api.caBundle.configMap }}configMap{{ else if .Values.api.caBundle.secret }}secret{{ end }}
+{{- end }}
+
+{{/* The directory the CA bundle is mounted at, and the PEM file in it. */}}
+{{- define "mailtarget-operator.caBundleDir" -}}
+/etc/mailtarget-operator/ca
+{{- end }}
+{{- define "mailtarget-operator.caBundleFile" -}}
+{{ include "mailtarget-operator.caBundleDir" . }}/ca.crt
+{{- end }}
+
+{{/*
+Checks between values that values.schema.json cannot word readably (Helm prints a schema
+failure as the keyword that failed, e.g. `maxLength: got 1, want 0`): each fails the install
+with a sentence saying what to change.
+*/}}
+{{- define "mailtarget-operator.validate" -}}
+{{- if and .Values.credentials.apiKey .Values.credentials.existingSecret }}
+{{- fail "credentials.apiKey and credentials.existingSecret are both set: set only one. credentials.existingSecret names a Secret you manage; credentials.apiKey makes the chart create the Secret." }}
+{{- end }}
+{{- if and .Values.api.caBundle.configMap .Values.api.caBundle.secret }}
+{{- fail "api.caBundle.configMap and api.caBundle.secret are both set: the CA bundle comes from one ConfigMap or one Secret; set only one." }}
+{{- end }}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.kubernetesApi.cidrs) }}
+{{- fail "networkPolicy.enabled needs networkPolicy.kubernetesApi.cidrs: the operator must reach the Kubernetes API, and a NetworkPolicy cannot name it. List the API server endpoint addresses, e.g. from `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes` (as /32 CIDRs)." }}
+{{- end }}
 {{- end }}
 
 {{/* "true" when leader election is on: asked for, or needed by more than one replica. */}}
