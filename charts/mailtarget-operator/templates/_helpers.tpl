@@ -182,7 +182,7 @@ derives the operator's API calls and checks these rules allow each of them and n
   verbs: ["patch"]
 # The controllers watch the Secrets they write (label app.kubernetes.io/managed-by=
 # mailtarget-operator) to write a deleted or altered key again. RBAC cannot narrow a list or
-# watch by label; set watchNamespaces to confine this to one namespace.
+# watch by label; set watchNamespaces to confine this to the listed namespaces.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["list", "watch"]
