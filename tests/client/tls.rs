@@ -156,7 +156,7 @@ async fn binary_serves_and_trusts_through_files() {
         .expect("write manifest");
 
         let binary = env!("CARGO_BIN_EXE_mailtarget-operator");
-        let mut server = Command::new(binary)
+        let mut server = KillOnDrop(Command::new(binary)
             .args(["simulator", "--listen", "127.0.0.1:0", "--api-key", COMPANY_KEY])
             .arg("--tls-cert")
             .arg(&cert)
@@ -165,8 +165,8 @@ async fn binary_serves_and_trusts_through_files() {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("simulator starts");
-        let stdout = server.stdout.take().expect("stdout");
+            .expect("simulator starts"));
+        let stdout = server.0.stdout.take().expect("stdout");
         let line = tokio::task::spawn_blocking(move || {
             let mut line = String::new();
             BufReader::new(stdout).read_line(&mut line).map(|_| line)
@@ -216,8 +216,17 @@ async fn binary_serves_and_trusts_through_files() {
             "{}",
             text(&without)
         );
-        let _ = server.kill();
-        let _ = server.wait();
+        drop(server);
     })
     .await;
+}
+
+/// A child process killed (and reaped) when dropped, also when the test fails half-way.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
