@@ -179,6 +179,40 @@ pub struct Transmission {
     pub events: Vec<Event>,
 }
 
+impl Transmission {
+    /// The bytes this record holds: its own size plus the length of every text and list it
+    /// owns (allocator overhead not counted).
+    pub fn stored_bytes(&self) -> usize {
+        let texts =
+            self.id.len() + self.subject.len() + self.from_email.len() + self.from_name.len();
+        let recipients: usize = self
+            .recipients
+            .iter()
+            .map(|r| std::mem::size_of::<String>() + r.len())
+            .sum();
+        let metadata: usize = self
+            .metadata
+            .iter()
+            .map(|(k, v)| 2 * std::mem::size_of::<String>() + k.len() + v.len())
+            .sum();
+        let events: usize = self
+            .events
+            .iter()
+            .map(|e| {
+                std::mem::size_of::<Event>()
+                    + e.kind.len()
+                    + e.recipient.len()
+                    + e.friendly_from.len()
+                    + e.subject.len()
+                    + e.reason.len()
+                    + e.url.len()
+                    + e.user_agent.len()
+            })
+            .sum();
+        std::mem::size_of::<Self>() + texts + recipients + metadata + events
+    }
+}
+
 /// A transmission event (the interface document, section "Transmission event").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {

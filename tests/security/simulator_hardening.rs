@@ -534,3 +534,153 @@ async fn random_bodies_and_queries_never_get_a_server_error() {
     }
     t.sim.shutdown().await;
 }
+
+/// A transmission of about 1 MB (900 KiB) in one of the shapes the simulator accepts: a large HTML body,
+/// a large attachment, large metadata, or one link of about 1 MB.
+fn large_transmission(shape: &str) -> Value {
+    let mb = 900 << 10;
+    let to = json!([{"email": "ann@example.org"}, {"email": "bob@example.org"}, {"email": "cy@example.org"}]);
+    let mut body = json!({
+        "subject": "quarterly report",
+        "from": {"email": "reports@example.com", "name": "Reports"},
+        "to": to,
+        "bodyHtml": "<p>see <a href=\"https://example.com/r\">the report</a></p>",
+    });
+    match shape {
+        "html" => {
+            body["bodyHtml"] = json!(format!(
+                "<a href=\"https://example.com/r\">r</a>{}",
+                "<p>x</p>".repeat(mb / 8)
+            ))
+        }
+        "attachment" => {
+            body["attachments"] = json!([{"filename": "r.pdf", "mimeType": "application/pdf", "value": "QUJD".repeat(mb / 4)}])
+        }
+        "metadata" => {
+            let entries: serde_json::Map<String, Value> = (0..mb / 100)
+                .map(|i| (format!("key-{i:08}"), json!("v".repeat(85))))
+                .collect();
+            body["metadata"] = Value::Object(entries);
+        }
+        "long link" => {
+            body["bodyHtml"] = json!(format!(
+                "<a href=\"https://example.com/{}\">r</a>",
+                "p".repeat(mb)
+            ))
+        }
+        other => panic!("unknown shape {other}"),
+    }
+    body
+}
+
+/// A transmission of about 1 MB (900 KiB) that exceeds one of the documented limits on what is kept: a
+/// subject, a sender name or an address of about 1 MB, or 20,000 recipients.
+fn oversized_transmission(shape: &str) -> Value {
+    let mb = 900 << 10;
+    let mut body = json!({
+        "subject": "s",
+        "from": {"email": "reports@example.com"},
+        "to": [{"email": "ann@example.org"}],
+        "bodyText": "t",
+    });
+    match shape {
+        "subject" => body["subject"] = json!("s".repeat(mb)),
+        "sender name" => body["from"]["name"] = json!("n".repeat(mb)),
+        "address" => body["to"] = json!([{"email": format!("{}@example.org", "a".repeat(mb))}]),
+        "recipients" => {
+            body["to"] = (0..20_000)
+                .map(|i| json!({"email": format!("r{i:06}@example.org")}))
+                .collect()
+        }
+        other => panic!("unknown shape {other}"),
+    }
+    body
+}
+
+/// Many transmissions of about 1 MB each keep the stored state small: the simulator keeps what
+/// analytics and the interface's reads need (subject, sender, recipients, event kinds), never
+/// the request, so a large body, attachment, metadata or link adds nothing; a subject, sender,
+/// address or recipient list over its documented limit is refused with 400 and stores nothing.
+/// Fails if the record of a transmission grows with the size of the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_transmissions_keep_a_small_record() {
+    let t = Target::start().await;
+    let accepted = ["html", "attachment", "metadata", "long link"];
+    let refused = ["subject", "sender name", "address", "recipients"];
+    let mut sent = Vec::new();
+    for _ in 0..8 {
+        for shape in accepted {
+            let reply = t
+                .json(
+                    "POST",
+                    "/layang/transmissions",
+                    KEY,
+                    large_transmission(shape),
+                )
+                .await;
+            sent.push((shape, reply["transmissionId"].as_str().unwrap().to_string()));
+        }
+    }
+    for shape in refused {
+        let (status, reply) = t
+            .send(
+                "POST",
+                "/layang/transmissions",
+                Some(&format!("Bearer {KEY}")),
+                Some("application/json"),
+                oversized_transmission(shape).to_string().into(),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{shape}: {reply}");
+        assert!(
+            reply["message"].is_string(),
+            "{shape}: error shape: {reply}"
+        );
+    }
+    let state = t.sim.snapshot();
+    assert_eq!(
+        state.transmissions.len(),
+        sent.len(),
+        "refused ones are not stored"
+    );
+    let per_record = 8 << 10;
+    for (record, (shape, _)) in state.transmissions.iter().zip(&sent) {
+        assert!(
+            record.stored_bytes() <= per_record,
+            "{shape}: a ~1 MB transmission keeps {} bytes",
+            record.stored_bytes()
+        );
+    }
+    let total: usize = state.transmissions.iter().map(|r| r.stored_bytes()).sum();
+    assert!(
+        total <= sent.len() * per_record,
+        "{total} bytes for {} transmissions",
+        sent.len()
+    );
+
+    // What is kept still answers the interface's reads: a link too long to track gives no
+    // click, the others do.
+    for (shape, id) in &sent[..accepted.len()] {
+        let (status, reply) = t
+            .send(
+                "GET",
+                &format!("/analytic/transmission/{id}/events"),
+                Some(&format!("Bearer {KEY}")),
+                None,
+                reqwest::Body::from(""),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{shape}: {reply}");
+        let events = reply["events"].as_array().unwrap();
+        let clicks = events.iter().filter(|e| e["type"] == "clicked").count();
+        let expected = if *shape == "long link" { 0 } else { 3 };
+        assert_eq!(clicks, expected, "{shape}: {reply}");
+        assert!(events.iter().all(|e| e["subject"] == "quarterly report"));
+        assert!(
+            events
+                .iter()
+                .all(|e| e["friendlyFrom"] == "Reports <reports@example.com>")
+        );
+    }
+    t.sim.shutdown().await;
+}
