@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use mailtarget_operator::simulator::{
-    FaultConfig, MAX_BODY_BYTES, Simulator, SimulatorConfig, SimulatorState,
+    FaultConfig, MAX_MANAGEMENT_BODY_BYTES, Simulator, SimulatorConfig, SimulatorState,
 };
 use reqwest::{Method, StatusCode};
 use ring::signature::{ED25519, Ed25519KeyPair, UnparsedPublicKey};
@@ -1348,14 +1348,18 @@ async fn analytics_summary_and_breakdown() {
 // Malformed input
 // ---------------------------------------------------------------------------------------
 
-/// Malformed bodies on every write endpoint are answered 400 in the error shape, never 500
-/// and never a dropped connection.
+/// Malformed bodies on every write endpoint are answered 400 in the error shape (a body over the
+/// route's limit 413), never 500 and never a dropped connection.
 #[tokio::test]
 async fn malformed_bodies_are_400() {
     let h = Harness::new().await;
     h.create_key(json!({"name": "k"})).await;
     h.create_sub_account(json!({"name": "s"})).await;
-    let oversize = format!("{{\"name\": \"{}\"}}", "a".repeat(MAX_BODY_BYTES + 10)).into_bytes();
+    let oversize = format!(
+        "{{\"name\": \"{}\"}}",
+        "a".repeat(MAX_MANAGEMENT_BODY_BYTES + 10)
+    )
+    .into_bytes();
     let common: Vec<(&str, Vec<u8>)> = vec![
         ("truncated", b"{".to_vec()),
         ("array", b"[]".to_vec()),
@@ -1451,12 +1455,13 @@ async fn malformed_bodies_are_400() {
                     bytes.clone(),
                 )
                 .await;
-            assert_eq!(
-                reply.status,
-                StatusCode::BAD_REQUEST,
-                "{method} {path} {case}"
-            );
-            assert_error(&reply, StatusCode::BAD_REQUEST, "INVALID_REQUEST");
+            let (status, code) = if *case == "oversize" {
+                (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE")
+            } else {
+                (StatusCode::BAD_REQUEST, "INVALID_REQUEST")
+            };
+            assert_eq!(reply.status, status, "{method} {path} {case}");
+            assert_error(&reply, status, code);
         }
         let reply = h
             .raw(method.clone(), path, Some("text/plain"), b"{}".to_vec())

@@ -30,8 +30,9 @@ use serde::Serialize;
 use super::auth::Caller;
 use super::errors::{self, ApiError, ApiResult};
 use super::paging::{PathText, QueryParams};
+use super::record::{EventKind, RecordedEvent, Transmission};
 use super::server::Shared;
-use super::state::{COMPANY_NAME, COMPANY_SUB_ACCOUNT_ID, Event, Store, Transmission};
+use super::state::{COMPANY_NAME, COMPANY_SUB_ACCOUNT_ID, Store};
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -79,21 +80,21 @@ struct Counts {
 }
 
 impl Counts {
-    fn add_events(&mut self, events: &[Event]) {
+    fn add_events(&mut self, events: &[RecordedEvent]) {
         for event in events {
-            match event.kind.as_str() {
-                "delivered" => {
+            match event.kind {
+                EventKind::Delivered => {
                     self.delivered += 1;
                     self.sent += 1;
                 }
-                "bounced" => {
+                EventKind::Bounced => {
                     self.bounced += 1;
                     self.sent += 1;
                 }
-                "opened" => self.opened += 1,
-                "clicked" => self.clicked += 1,
-                "unsubscribed" => self.unsubscribed += 1,
-                _ => {}
+                EventKind::Opened => self.opened += 1,
+                EventKind::Clicked => self.clicked += 1,
+                EventKind::Unsubscribed => self.unsubscribed += 1,
+                EventKind::Suppressed => {}
             }
         }
     }
@@ -369,7 +370,7 @@ async fn transmission_events(
 ) -> ApiResult<Json<EventList>> {
     let transmission = find_transmission(&shared.store(), caller, &id)?;
     let events = transmission
-        .events
+        .events()
         .into_iter()
         .map(|e| EventView {
             kind: e.kind,

@@ -25,6 +25,8 @@ pub const RATE_LIMITED: &str = "RATE_LIMITED";
 pub const INJECTED_FAULT: &str = "INJECTED_FAULT";
 /// `error` value for a method the path does not support (405).
 pub const METHOD_NOT_ALLOWED: &str = "METHOD_NOT_ALLOWED";
+/// `error` value for a request body over its route's limit (413; see `docs/simulator.md`).
+pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
 /// `error` value for a path that is not part of the interface (404).
 pub const ROUTE_NOT_FOUND: &str = "ROUTE_NOT_FOUND";
 

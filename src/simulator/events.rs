@@ -8,14 +8,15 @@
 //! 2. `local` contains `bounce`: one `bounced` event (reason set), nothing else.
 //! 3. Otherwise `delivered`, then:
 //!    - `opened` unless `openTracking` is `false` or `local` contains `noopen`;
-//!    - `clicked` when `clickTracking` is not `false`, `bodyHtml` has an `href`, and `local`
-//!      does not contain `noclick`; `url` is the first `href`;
+//!    - `clicked` when `clickTracking` is not `false`, `bodyHtml` has an `href` of at most
+//!      [`MAX_TRACKED_URL_BYTES`](super::record::MAX_TRACKED_URL_BYTES) bytes (the first
+//!      `href`), and `local` does not contain `noclick`; `url` is that `href`;
 //!    - `unsubscribed` when `local` contains `unsubscribe`.
 //!
 //! Timestamps are the transmission's creation time plus an offset per kind
 //! ([`offset_ms`]), so event order is stable.
 
-use super::state::Event;
+use super::record::EventKind;
 
 /// `reason` of a `bounced` event.
 pub const BOUNCE_REASON: &str = "550 5.1.1 mailbox unavailable (simulated)";
@@ -25,58 +26,62 @@ pub const SUPPRESSED_REASON: &str = "recipient is on the suppression list";
 pub const USER_AGENT: &str = "Mozilla/5.0 (compatible; MailtargetSimulator/1.0)";
 
 /// Milliseconds after the transmission's creation at which an event of `kind` happens.
-pub fn offset_ms(kind: &str) -> i64 {
+pub fn offset_ms(kind: EventKind) -> i64 {
     match kind {
-        "suppressed" => 0,
-        "delivered" | "bounced" => 1_000,
-        "opened" => 2_000,
-        "clicked" => 3_000,
-        _ => 4_000,
+        EventKind::Suppressed => 0,
+        EventKind::Delivered | EventKind::Bounced => 1_000,
+        EventKind::Opened => 2_000,
+        EventKind::Clicked => 3_000,
+        EventKind::Unsubscribed => 4_000,
+    }
+}
+
+/// `reason` of an event of `kind`: set for bounced and suppressed, else empty.
+pub fn reason(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::Bounced => BOUNCE_REASON,
+        EventKind::Suppressed => SUPPRESSED_REASON,
+        _ => "",
+    }
+}
+
+/// `userAgent` of an event of `kind`: set for opened and clicked, else empty.
+pub fn user_agent(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::Opened | EventKind::Clicked => USER_AGENT,
+        _ => "",
     }
 }
 
 /// What the rules need to know about the transmission.
-pub(crate) struct Message<'a> {
-    pub friendly_from: &'a str,
-    pub subject: &'a str,
-    pub created_at: i64,
-    pub open_tracking: bool,
-    pub click_tracking: bool,
-    pub first_href: Option<&'a str>,
+pub(crate) struct Tracking {
+    /// `optionsAttributes.openTracking` is not `false`.
+    pub open: bool,
+    /// Clicks are recorded: click tracking is not off and the body has a trackable link.
+    pub click: bool,
 }
 
-/// The events of one recipient; `suppressed` says whether rule 1 applies.
-pub(crate) fn events_for(message: &Message<'_>, recipient: &str, suppressed: bool) -> Vec<Event> {
+/// The kinds of the events of one recipient, in order; `suppressed` says whether rule 1
+/// applies.
+pub(crate) fn kinds_for(tracking: &Tracking, recipient: &str, suppressed: bool) -> Vec<EventKind> {
     let local = local_part(recipient);
-    let event = |kind: &str, reason: &str, url: &str, user_agent: &str| Event {
-        kind: kind.to_string(),
-        recipient: recipient.to_string(),
-        friendly_from: message.friendly_from.to_string(),
-        subject: message.subject.to_string(),
-        reason: reason.to_string(),
-        timestamp: message.created_at + offset_ms(kind),
-        url: url.to_string(),
-        user_agent: user_agent.to_string(),
-    };
     if suppressed {
-        return vec![event("suppressed", SUPPRESSED_REASON, "", "")];
+        return vec![EventKind::Suppressed];
     }
     if local.contains("bounce") {
-        return vec![event("bounced", BOUNCE_REASON, "", "")];
+        return vec![EventKind::Bounced];
     }
-    let mut events = vec![event("delivered", "", "", "")];
-    if message.open_tracking && !local.contains("noopen") {
-        events.push(event("opened", "", "", USER_AGENT));
+    let mut kinds = vec![EventKind::Delivered];
+    if tracking.open && !local.contains("noopen") {
+        kinds.push(EventKind::Opened);
     }
-    if let Some(url) = message.first_href.filter(|_| message.click_tracking)
-        && !local.contains("noclick")
-    {
-        events.push(event("clicked", "", url, USER_AGENT));
+    if tracking.click && !local.contains("noclick") {
+        kinds.push(EventKind::Clicked);
     }
     if local.contains("unsubscribe") {
-        events.push(event("unsubscribed", "", "", ""));
+        kinds.push(EventKind::Unsubscribed);
     }
-    events
+    kinds
 }
 
 /// The lower-cased part before the last `@` (the whole address when there is none).
@@ -124,25 +129,18 @@ pub(crate) fn first_href(html: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn message(open: bool, click: bool, href: Option<&str>) -> Message<'_> {
-        Message {
-            friendly_from: "Shop <shop@example.com>",
-            subject: "Hi",
-            created_at: 10_000,
-            open_tracking: open,
-            click_tracking: click,
-            first_href: href,
-        }
+    fn tracking(open: bool, click: bool) -> Tracking {
+        Tracking { open, click }
     }
 
-    fn kinds(events: &[Event]) -> Vec<&str> {
-        events.iter().map(|e| e.kind.as_str()).collect()
+    fn kinds(kinds: &[EventKind]) -> Vec<&str> {
+        kinds.iter().map(|k| k.as_str()).collect()
     }
 
     /// The rule table, recipient by recipient.
     #[test]
     fn rules_table() {
-        let m = message(true, true, Some("https://example.com/a"));
+        let t = tracking(true, true);
         for (recipient, suppressed, expected) in [
             (
                 "ann@example.com",
@@ -160,7 +158,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                kinds(&events_for(&m, recipient, suppressed)),
+                kinds(&kinds_for(&t, recipient, suppressed)),
                 expected,
                 "{recipient}"
             );
@@ -170,26 +168,24 @@ mod tests {
     /// Tracking switched off or no link removes opens and clicks.
     #[test]
     fn tracking_options() {
-        let off = message(false, false, Some("https://x"));
-        assert_eq!(kinds(&events_for(&off, "a@b.co", false)), vec!["delivered"]);
-        let no_link = message(true, true, None);
+        let off = tracking(false, false);
+        assert_eq!(kinds(&kinds_for(&off, "a@b.co", false)), vec!["delivered"]);
+        let no_link = tracking(true, false);
         assert_eq!(
-            kinds(&events_for(&no_link, "a@b.co", false)),
+            kinds(&kinds_for(&no_link, "a@b.co", false)),
             vec!["delivered", "opened"]
         );
     }
 
-    /// Fields of the generated events.
+    /// Reasons, user agents and offsets per kind.
     #[test]
-    fn event_fields() {
-        let events = events_for(&message(true, true, Some("https://x/y")), "a@b.co", false);
-        let clicked = &events[2];
-        assert_eq!(clicked.url, "https://x/y");
-        assert_eq!(clicked.user_agent, USER_AGENT);
-        assert_eq!(clicked.timestamp, 13_000);
-        assert_eq!(clicked.friendly_from, "Shop <shop@example.com>");
-        let bounced = events_for(&message(true, true, None), "bounce@b.co", false);
-        assert_eq!(bounced[0].reason, BOUNCE_REASON);
+    fn fields_per_kind() {
+        assert_eq!(reason(EventKind::Bounced), BOUNCE_REASON);
+        assert_eq!(reason(EventKind::Suppressed), SUPPRESSED_REASON);
+        assert_eq!(reason(EventKind::Delivered), "");
+        assert_eq!(user_agent(EventKind::Clicked), USER_AGENT);
+        assert_eq!(user_agent(EventKind::Bounced), "");
+        assert_eq!(offset_ms(EventKind::Clicked), 3_000);
     }
 
     /// href extraction handles quotes, case and look-alike attributes.

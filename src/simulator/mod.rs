@@ -40,6 +40,7 @@ pub mod errors;
 mod events;
 mod faults;
 pub mod paging;
+mod record;
 mod request_log;
 mod sending_domains;
 mod server;
@@ -50,15 +51,20 @@ mod transmission;
 mod validate;
 
 pub use api_keys::{PERMISSIONS, Permission};
-pub use body::MAX_BODY_BYTES;
+pub use body::{MAX_CONTROL_BODY_BYTES, MAX_MANAGEMENT_BODY_BYTES, MAX_TRANSMISSION_BODY_BYTES};
 pub use config::{SimulatorConfig, TlsIdentity};
 pub use events::{BOUNCE_REASON, SUPPRESSED_REASON, USER_AGENT};
 pub use faults::{FaultConfig, FaultHandle};
+pub use record::{
+    Event, EventKind, MAX_ADDRESS_BYTES, MAX_RECIPIENTS, MAX_SENDER_NAME_CHARS,
+    MAX_STORED_TRANSMISSION_BYTES, MAX_SUBJECT_CHARS, MAX_TRACKED_URL_BYTES, RecordedEvent,
+    Transmission,
+};
 pub use request_log::RequestRecord;
 pub use sending_domains::{CNAME_VALUE, DKIM_SELECTOR, SPF_VALUE};
 pub use state::{
-    API_KEY_LENGTH, ApiKey, COMPANY_ID, COMPANY_NAME, COMPANY_SUB_ACCOUNT_ID, Event, SendingDomain,
-    SimulatorState, SubAccount, Transmission,
+    API_KEY_LENGTH, ApiKey, COMPANY_ID, COMPANY_NAME, COMPANY_SUB_ACCOUNT_ID, SendingDomain,
+    SimulatorState, SubAccount,
 };
 pub use validate::MAX_NAME_CHARS;
 

@@ -12,6 +12,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tokio::time::Instant;
 
+use super::body::{
+    MAX_CONTROL_BODY_BYTES, MAX_MANAGEMENT_BODY_BYTES, MAX_TRANSMISSION_BODY_BYTES, limited,
+};
 use super::config::SimulatorConfig;
 use super::errors::{self, ApiError};
 use super::faults::{DropMode, FaultAction, FaultHandle};
@@ -53,16 +56,18 @@ impl Shared {
     }
 }
 
-/// The complete router: the interface's endpoints, the control endpoints and fallbacks that
-/// answer in the interface's error shape.
+/// The complete router: the interface's endpoints, the control endpoints (each family with its
+/// request body limit) and fallbacks that answer in the interface's error shape.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+    let management = Router::new()
         .merge(api_keys::routes())
         .merge(sub_accounts::routes())
         .merge(sending_domains::routes())
-        .merge(transmission::routes())
-        .merge(analytics::routes())
-        .merge(admin::routes())
+        .merge(analytics::routes());
+    Router::new()
+        .merge(limited(management, MAX_MANAGEMENT_BODY_BYTES))
+        .merge(limited(transmission::routes(), MAX_TRANSMISSION_BODY_BYTES))
+        .merge(limited(admin::routes(), MAX_CONTROL_BODY_BYTES))
         .fallback(errors::route_not_found)
         .method_not_allowed_fallback(errors::method_not_allowed)
         .layer(middleware::from_fn_with_state(

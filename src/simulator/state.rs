@@ -7,6 +7,8 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use super::record::Transmission;
+
 use rand::Rng;
 use rand::distr::Alphanumeric;
 
@@ -152,86 +154,6 @@ impl fmt::Debug for SendingDomain {
             .field("dkim_private_key", &"<redacted>")
             .finish()
     }
-}
-
-/// An accepted transmission and the events recorded for it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Transmission {
-    /// `transmissionId`: `tx-<n>`, n from a counter starting at 1.
-    pub id: String,
-    /// Sub account of the key that sent it, or [`COMPANY_SUB_ACCOUNT_ID`].
-    pub sub_account_id: i64,
-    /// `subject` as sent.
-    pub subject: String,
-    /// `from.email` as sent (empty when not sent).
-    pub from_email: String,
-    /// `from.name` as sent (empty when not sent).
-    pub from_name: String,
-    /// Addresses of to, cc and bcc recipients (in that order) that had an email.
-    pub recipients: Vec<String>,
-    /// `optionsAttributes.transactional` as sent (`None` when not sent).
-    pub transactional: Option<bool>,
-    /// `metadata` as sent.
-    pub metadata: std::collections::BTreeMap<String, String>,
-    /// Unix milliseconds at acceptance; the analytics period filter uses it.
-    pub created_at: i64,
-    /// Events recorded by the documented rules, recipient by recipient.
-    pub events: Vec<Event>,
-}
-
-impl Transmission {
-    /// The bytes this record holds: its own size plus the length of every text and list it
-    /// owns (allocator overhead not counted).
-    pub fn stored_bytes(&self) -> usize {
-        let texts =
-            self.id.len() + self.subject.len() + self.from_email.len() + self.from_name.len();
-        let recipients: usize = self
-            .recipients
-            .iter()
-            .map(|r| std::mem::size_of::<String>() + r.len())
-            .sum();
-        let metadata: usize = self
-            .metadata
-            .iter()
-            .map(|(k, v)| 2 * std::mem::size_of::<String>() + k.len() + v.len())
-            .sum();
-        let events: usize = self
-            .events
-            .iter()
-            .map(|e| {
-                std::mem::size_of::<Event>()
-                    + e.kind.len()
-                    + e.recipient.len()
-                    + e.friendly_from.len()
-                    + e.subject.len()
-                    + e.reason.len()
-                    + e.url.len()
-                    + e.user_agent.len()
-            })
-            .sum();
-        std::mem::size_of::<Self>() + texts + recipients + metadata + events
-    }
-}
-
-/// A transmission event (the interface document, section "Transmission event").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    /// `type`: `delivered`, `bounced`, `opened`, `clicked`, `unsubscribed` or `suppressed`.
-    pub kind: String,
-    /// The recipient's address as sent.
-    pub recipient: String,
-    /// `Name <email>` of the sender, or the bare email when no name was sent.
-    pub friendly_from: String,
-    /// The transmission's subject.
-    pub subject: String,
-    /// Set for `bounced` and `suppressed`, else empty.
-    pub reason: String,
-    /// Unix milliseconds.
-    pub timestamp: i64,
-    /// Set for `clicked`, else empty.
-    pub url: String,
-    /// Set for `opened` and `clicked`, else empty.
-    pub user_agent: String,
 }
 
 /// Who is calling: the company or one sub account (decided by the key used).

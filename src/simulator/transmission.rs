@@ -8,7 +8,11 @@
 //!   of [`events`](super::events).
 //! - Suppression applies exactly when `optionsAttributes.transactional` is `false`.
 //! - Entries without `email` are not recipients. `replyTo`, `headers`, `attachments`,
-//!   `templateId`, `substitutionData` and `allRCPTto` are validated for type only.
+//!   `templateId`, `substitutionData`, `allRCPTto` and `metadata` are validated for type only.
+//! - What is kept is bounded ([`record`](super::record)): more than
+//!   [`MAX_RECIPIENTS`] recipients, a subject over [`MAX_SUBJECT_CHARS`] characters, a sender
+//!   name over [`MAX_SENDER_NAME_CHARS`] characters or an address over [`MAX_ADDRESS_BYTES`]
+//!   bytes is a 400; a first link over [`MAX_TRACKED_URL_BYTES`] bytes is not tracked.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,9 +27,13 @@ use serde::{Deserialize, Serialize};
 use super::auth::Caller;
 use super::body::read_json;
 use super::errors::{ApiError, ApiResult};
-use super::events::{self, Message};
+use super::events::{self, Tracking};
+use super::record::{
+    MAX_ADDRESS_BYTES, MAX_RECIPIENTS, MAX_SENDER_NAME_CHARS, MAX_SUBJECT_CHARS,
+    MAX_TRACKED_URL_BYTES, RecordedEvent, Transmission,
+};
 use super::server::Shared;
-use super::state::{Transmission, now_ms};
+use super::state::now_ms;
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -115,6 +123,11 @@ async fn accept(
         .subject
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| ApiError::bad_request("subject is required"))?;
+    if subject.chars().count() > MAX_SUBJECT_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "subject is longer than {MAX_SUBJECT_CHARS} characters"
+        )));
+    }
     let from = request
         .from
         .ok_or_else(|| ApiError::bad_request("from is required"))?;
@@ -126,50 +139,57 @@ async fn accept(
         ));
     }
     let from_email = from.email.unwrap_or_default();
-    if !from_email.is_empty() && !looks_like_email(&from_email) {
-        return Err(ApiError::bad_request(
-            "from.email is not a valid email address",
-        ));
+    if !from_email.is_empty() && !is_address(&from_email) {
+        return Err(ApiError::bad_request(format!(
+            "from.email is not a valid email address (local@domain, at most {MAX_ADDRESS_BYTES} bytes)"
+        )));
     }
     let from_name = from.name.unwrap_or_default();
+    if from_name.chars().count() > MAX_SENDER_NAME_CHARS {
+        return Err(ApiError::bad_request(format!(
+            "from.name is longer than {MAX_SENDER_NAME_CHARS} characters"
+        )));
+    }
     let options = request.options_attributes;
     let transactional = options.as_ref().and_then(|o| o.transactional);
-    let href = request.body_html.as_deref().and_then(events::first_href);
-    let friendly_from = match (from_name.trim(), from_email.as_str()) {
-        ("", email) => email.to_string(),
-        (name, email) => format!("{name} <{email}>"),
-    };
-    let created_at = now_ms();
-    let message = Message {
-        friendly_from: &friendly_from,
-        subject: &subject,
-        created_at,
-        open_tracking: options.as_ref().and_then(|o| o.open_tracking) != Some(false),
-        click_tracking: options.as_ref().and_then(|o| o.click_tracking) != Some(false),
-        first_href: href.as_deref(),
+    let click_url = request
+        .body_html
+        .as_deref()
+        .and_then(events::first_href)
+        .filter(|url| url.len() <= MAX_TRACKED_URL_BYTES)
+        .filter(|_| options.as_ref().and_then(|o| o.click_tracking) != Some(false));
+    let tracking = Tracking {
+        open: options.as_ref().and_then(|o| o.open_tracking) != Some(false),
+        click: click_url.is_some(),
     };
 
     let mut store = shared.store();
     let apply_suppression = transactional == Some(false);
     let events = recipients
         .iter()
-        .flat_map(|recipient| {
+        .zip(0u32..)
+        .flat_map(|(recipient, index)| {
             let suppressed =
                 apply_suppression && store.suppress.contains(&recipient.to_lowercase());
-            events::events_for(&message, recipient, suppressed)
+            events::kinds_for(&tracking, recipient, suppressed)
+                .into_iter()
+                .map(move |kind| RecordedEvent {
+                    kind,
+                    recipient: index,
+                })
         })
         .collect();
     let id = store.take_transmission_id();
     store.state.transmissions.push(Transmission {
         id: id.clone(),
         sub_account_id: caller.scope.owner_id(),
-        subject: subject.clone(),
+        subject,
         from_email,
         from_name,
         recipients,
         transactional,
-        metadata: request.metadata.unwrap_or_default(),
-        created_at,
+        created_at: now_ms(),
+        click_url,
         events,
     });
     Ok(Json(Accepted {
@@ -193,9 +213,14 @@ fn recipients(
         for (index, address) in list.iter().enumerate() {
             if let Some(email) = &address.email {
                 let email = email.trim();
-                if !looks_like_email(email) {
+                if !is_address(email) {
                     return Err(ApiError::bad_request(format!(
-                        "{field}[{index}].email is not a valid email address"
+                        "{field}[{index}].email is not a valid email address (local@domain, at most {MAX_ADDRESS_BYTES} bytes)"
+                    )));
+                }
+                if out.len() == MAX_RECIPIENTS {
+                    return Err(ApiError::bad_request(format!(
+                        "more than {MAX_RECIPIENTS} recipients (to, cc and bcc together)"
                     )));
                 }
                 out.push(email.to_string());
@@ -205,8 +230,11 @@ fn recipients(
     Ok(out)
 }
 
-/// `local@domain` with both parts non-empty and no spaces.
-fn looks_like_email(value: &str) -> bool {
+/// `local@domain` with both parts non-empty, no spaces, and at most [`MAX_ADDRESS_BYTES`].
+fn is_address(value: &str) -> bool {
+    if value.len() > MAX_ADDRESS_BYTES {
+        return false;
+    }
     match value.rsplit_once('@') {
         Some((local, domain)) => {
             !local.is_empty() && !domain.is_empty() && !value.chars().any(char::is_whitespace)
@@ -240,12 +268,32 @@ mod tests {
         assert!(err.message.contains("cc[0].email"));
     }
 
-    /// Address shape check.
+    /// Address shape and length check.
     #[test]
     fn email_shape() {
-        assert!(looks_like_email("a@b.co"));
-        assert!(!looks_like_email("a@"));
-        assert!(!looks_like_email("@b.co"));
-        assert!(!looks_like_email("a b@c.co"));
+        assert!(is_address("a@b.co"));
+        assert!(!is_address("a@"));
+        assert!(!is_address("@b.co"));
+        assert!(!is_address("a b@c.co"));
+        let longest = format!("{}@b.co", "a".repeat(MAX_ADDRESS_BYTES - 5));
+        assert!(is_address(&longest));
+        assert!(!is_address(&format!("a{longest}")));
+    }
+
+    /// More than the maximum number of recipients is refused, counting to, cc and bcc.
+    #[test]
+    fn recipient_count_is_capped() {
+        let many: Vec<Address> = (0..MAX_RECIPIENTS)
+            .map(|i| Address {
+                email: Some(format!("r{i}@x.co")),
+                name: None,
+            })
+            .collect();
+        assert_eq!(
+            recipients(&many, &None, &None).unwrap().len(),
+            MAX_RECIPIENTS
+        );
+        let err = recipients(&many, &Some(vec![addr(Some("one@x.co"))]), &None).unwrap_err();
+        assert!(err.message.contains("more than"), "{}", err.message);
     }
 }

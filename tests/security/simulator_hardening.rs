@@ -1,12 +1,14 @@
 //! Test 9: simulator hardening, beyond the per-endpoint checks of `tests/simulator.rs`: every
 //! route (interface and control) against every kind of bad credential, `allowedIp` on company
-//! and sub account keys, and seeded random bodies and queries that must get a 400 (or a
-//! success), never a 5xx or a dropped connection.
+//! and sub account keys, seeded random bodies and queries that must get a 400 (or a success; a
+//! body over its route's limit a 413), never a 5xx or a dropped connection, and large
+//! transmissions that must leave a small record.
 
 use std::time::Duration;
 
 use mailtarget_operator::simulator::{
-    FaultConfig, MAX_BODY_BYTES, Simulator, SimulatorConfig, SimulatorState,
+    FaultConfig, MAX_CONTROL_BODY_BYTES, MAX_MANAGEMENT_BODY_BYTES, MAX_STORED_TRANSMISSION_BYTES,
+    MAX_TRANSMISSION_BODY_BYTES, Simulator, SimulatorConfig, SimulatorState,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -271,6 +273,17 @@ async fn every_route_refuses_bad_credentials() {
     t.sim.shutdown().await;
 }
 
+/// The documented request body limit of the route family of `path`.
+fn body_limit(path: &str) -> usize {
+    if path.ends_with("/layang/transmissions") {
+        MAX_TRANSMISSION_BODY_BYTES
+    } else if path.starts_with("/_simulator") {
+        MAX_CONTROL_BODY_BYTES
+    } else {
+        MAX_MANAGEMENT_BODY_BYTES
+    }
+}
+
 /// A random body: garbage bytes, a mutated valid body, deep nesting, huge numbers or strings.
 fn random_body(rng: &mut StdRng, valid: &str) -> Vec<u8> {
     match rng.random_range(0..7) {
@@ -298,7 +311,7 @@ fn random_body(rng: &mut StdRng, valid: &str) -> Vec<u8> {
         4 => format!("{{\"name\": 1e{}}}", rng.random_range(300..100_000)).into_bytes(),
         5 => format!(
             "{{\"name\": \"{}\"}}",
-            "x".repeat(rng.random_range(1000..MAX_BODY_BYTES + 5000))
+            "x".repeat(rng.random_range(1000..MAX_MANAGEMENT_BODY_BYTES + 5000))
         )
         .into_bytes(),
         _ => {
@@ -327,8 +340,9 @@ fn random_body(rng: &mut StdRng, valid: &str) -> Vec<u8> {
 
 /// Seeded random bodies (with random content types) on every route that reads a body, random
 /// query strings on every list route, and oversized bodies with and without a Content-Length
-/// (share and verify-txt included, which take no body): each gets a 400 in the error shape, or
-/// a success when the input happens to be valid, never a 5xx and never a dropped connection.
+/// (share and verify-txt included, which take no body): each gets a 400 in the error shape (a
+/// body over its route's documented limit a 413 `PAYLOAD_TOO_LARGE`), or a success when the
+/// input happens to be valid, never a 5xx and never a dropped connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_bodies_and_queries_never_get_a_server_error() {
     capture::install();
@@ -421,6 +435,7 @@ async fn random_bodies_and_queries_never_get_a_server_error() {
     for (method, path, key, valid) in routes {
         for _ in 0..25 {
             let body = random_body(&mut rng, valid);
+            let body_len = body.len();
             let content_type = content_types[rng.random_range(0..content_types.len())];
             let (status, reply) = t
                 .send(
@@ -432,11 +447,15 @@ async fn random_bodies_and_queries_never_get_a_server_error() {
                 )
                 .await;
             *seen.entry(status.as_u16()).or_insert(0) += 1;
-            assert!(
-                status == StatusCode::BAD_REQUEST || status.is_success(),
-                "{method} {path}: {status} {reply}"
-            );
-            if status == StatusCode::BAD_REQUEST {
+            if body_len > body_limit(path) {
+                assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{method} {path}");
+            } else {
+                assert!(
+                    status == StatusCode::BAD_REQUEST || status.is_success(),
+                    "{method} {path}: {status} {reply}"
+                );
+            }
+            if !status.is_success() {
                 assert!(
                     reply["error"].is_string(),
                     "{method} {path}: error shape: {reply}"
@@ -444,8 +463,8 @@ async fn random_bodies_and_queries_never_get_a_server_error() {
             }
         }
         // Oversized, announced by Content-Length and streamed without one.
-        let big = vec![b' '; MAX_BODY_BYTES + 1];
-        let (status, _) = t
+        let big = vec![b' '; body_limit(path) + 1];
+        let (status, reply) = t
             .send(
                 method,
                 path,
@@ -454,10 +473,14 @@ async fn random_bodies_and_queries_never_get_a_server_error() {
                 big.clone().into(),
             )
             .await;
-        assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path} oversized");
+        assert_eq!(
+            (status, reply["error"].as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, Some("PAYLOAD_TOO_LARGE")),
+            "{method} {path} oversized: {reply}"
+        );
         let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
             big.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
-        let (status, _) = t
+        let (status, reply) = t
             .send(
                 method,
                 path,
@@ -467,9 +490,9 @@ async fn random_bodies_and_queries_never_get_a_server_error() {
             )
             .await;
         assert_eq!(
-            status,
-            StatusCode::BAD_REQUEST,
-            "{method} {path} streamed oversized"
+            (status, reply["error"].as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, Some("PAYLOAD_TOO_LARGE")),
+            "{method} {path} streamed oversized: {reply}"
         );
     }
     assert!(seen.get(&400).copied().unwrap_or(0) > 100, "{seen:?}");
@@ -656,6 +679,25 @@ async fn large_transmissions_keep_a_small_record() {
         total <= sent.len() * per_record,
         "{total} bytes for {} transmissions",
         sent.len()
+    );
+
+    // The widest transmission the limits allow stays within the documented bound.
+    let address = |i: usize| format!("{i:04}{}@example.org", "a".repeat(254 - 4 - 12));
+    let widest = json!({
+        "subject": "s".repeat(998),
+        "from": {"email": address(9999), "name": "n".repeat(255)},
+        "to": (0..1000).map(|i| json!({"email": address(i)})).collect::<Vec<_>>(),
+        "bodyHtml": format!("<a href=\"https://example.com/{}\">r</a>", "p".repeat(2000)),
+        "optionsAttributes": {"openTracking": true, "clickTracking": true},
+    });
+    t.json("POST", "/layang/transmissions", KEY, widest).await;
+    let state = t.sim.snapshot();
+    let record = state.transmissions.last().unwrap();
+    assert_eq!(record.recipients.len(), 1000);
+    assert!(
+        record.stored_bytes() <= MAX_STORED_TRANSMISSION_BYTES,
+        "{} bytes",
+        record.stored_bytes()
     );
 
     // What is kept still answers the interface's reads: a link too long to track gives no
