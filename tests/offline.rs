@@ -927,29 +927,37 @@ async fn hostile_manifest_trees_are_refused_quickly() {
     assert!(sim.request_log().is_empty(), "refused before any call");
 }
 
-/// Serves `app` on loopback and runs `plan -f examples/apikey-ci.yaml` against it (bounded
-/// wait).
-async fn plan_against(app: axum::Router) -> Output {
+/// Serves `app` on loopback and answers its address.
+async fn serve(app: axum::Router) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
+    addr
+}
+
+/// Runs the real binary against the service at `addr` (bounded wait).
+async fn run_binary_at(addr: std::net::SocketAddr, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
-    cmd.args([
-        "plan",
-        "-f",
-        examples().join("apikey-ci.yaml").to_str().unwrap(),
-    ])
-    .env_remove("RUST_LOG")
-    .env("MAILTARGET_API_KEY", KEY)
-    .env("MAILTARGET_API_URL", format!("http://{addr}"))
-    .env("MAILTARGET_TRANSMISSION_URL", format!("http://{addr}/v1"))
-    .kill_on_drop(true);
+    cmd.args(args)
+        .env_remove("RUST_LOG")
+        .env("MAILTARGET_API_KEY", KEY)
+        .env("MAILTARGET_API_URL", format!("http://{addr}"))
+        .env("MAILTARGET_TRANSMISSION_URL", format!("http://{addr}/v1"))
+        .kill_on_drop(true);
     tokio::time::timeout(Duration::from_secs(60), cmd.output())
         .await
         .expect("finished within 60 s")
         .unwrap()
+}
+
+/// Serves `app` on loopback and runs `plan -f examples/apikey-ci.yaml` against it (bounded
+/// wait).
+async fn plan_against(app: axum::Router) -> Output {
+    let addr = serve(app).await;
+    let file = examples().join("apikey-ci.yaml");
+    run_binary_at(addr, &["plan", "-f", file.to_str().unwrap()]).await
 }
 
 /// A server that answers every page of a list with the same items and a huge `count` makes the
@@ -1018,5 +1026,124 @@ async fn server_messages_are_scrubbed_before_printing() {
         shown.len() < 3000,
         "the message is capped: {} bytes",
         shown.len()
+    );
+}
+
+/// A proxy to the simulator that plays a second `apply` running at the same moment: the first
+/// `POST /api-key` it forwards is sent twice, so the twin exists before the CLI sees its answer.
+#[derive(Clone)]
+struct ConcurrentApply {
+    upstream: String,
+    http: reqwest::Client,
+    twin_sent: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+async fn forward_with_twin(
+    axum::extract::State(p): axum::extract::State<ConcurrentApply>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use std::sync::atomic::Ordering;
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let send = || {
+        let mut upstream = p
+            .http
+            .request(parts.method.clone(), format!("{}{}", p.upstream, parts.uri))
+            .body(body.clone());
+        for (name, value) in &parts.headers {
+            if name != "host" {
+                upstream = upstream.header(name, value);
+            }
+        }
+        upstream.send()
+    };
+    let answer = send().await.unwrap();
+    let is_key_create = parts.method == "POST" && parts.uri.path() == "/api-key";
+    if is_key_create && answer.status().is_success() && !p.twin_sent.swap(true, Ordering::SeqCst) {
+        assert!(
+            send().await.unwrap().status().is_success(),
+            "the twin is created"
+        );
+    }
+    let status = answer.status();
+    let bytes = answer.bytes().await.unwrap();
+    axum::response::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(bytes))
+        .unwrap()
+}
+
+/// Two `apply` runs at the same moment both create a company key with one name (key names are
+/// not unique at the service). The run that sees the twin when it lists the name again after its
+/// create fails (exit 1) naming both ids and what to do; a later run stops on the ambiguous
+/// name with the same advice and writes nothing. Fails if the twin goes unnoticed (exit 0) or a
+/// later run stalls silently.
+#[tokio::test]
+async fn a_twin_created_by_a_concurrent_apply_fails_the_run() {
+    let sim = simulator().await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let proxy = ConcurrentApply {
+        upstream: sim.base_url(),
+        http: reqwest::Client::new(),
+        twin_sent: Default::default(),
+    };
+    let addr = serve(
+        axum::Router::new()
+            .fallback(forward_with_twin)
+            .with_state(proxy),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = examples().join("apikey-ci.yaml");
+    let args = [
+        "apply",
+        "-f",
+        file.to_str().unwrap(),
+        "--secrets-dir",
+        dir.path().to_str().unwrap(),
+    ];
+    let out = run_binary_at(addr, &args).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    let ids: Vec<i64> = sim
+        .snapshot()
+        .api_keys
+        .iter()
+        .filter(|k| k.name == "ci-sender")
+        .map(|k| k.id)
+        .collect();
+    assert_eq!(ids.len(), 2, "the proxy made a twin");
+    for id in &ids {
+        assert!(shown.contains(&id.to_string()), "names id {id}: {shown}");
+    }
+    assert!(
+        shown.contains("at the same time"),
+        "says what happened: {shown}"
+    );
+    assert!(shown.contains("delete one"), "says what to do: {shown}");
+    assert!(
+        shown.contains("one at a time"),
+        "says how to avoid it: {shown}"
+    );
+    let stored =
+        std::fs::read_to_string(dir.path().join("default/ci-mailtarget-key/apiKey")).unwrap();
+    assert!(
+        sim.snapshot().api_keys.iter().any(|k| k.key == stored),
+        "the value of the key this run created is not lost"
+    );
+
+    sim.clear_request_log();
+    let out = run_binary(&["apply", "-f", file.to_str().unwrap()], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("2 API keys match"), "{shown}");
+    for id in &ids {
+        assert!(shown.contains(&id.to_string()), "names id {id}: {shown}");
+    }
+    assert!(shown.contains("delete"), "says what to do: {shown}");
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "a later run writes nothing"
     );
 }
