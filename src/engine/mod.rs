@@ -130,6 +130,11 @@ pub trait ManagedKind: 'static {
     const KIND: &'static str;
     /// What the API object is called in messages, e.g. `sending domain`.
     const NOUN: &'static str;
+    /// False when the service lets several objects share the natural key (API key names; sub
+    /// account names and domains are refused as duplicates): a create may then meet a twin made
+    /// at the same moment by another client, which the cluster-less `apply` looks for after
+    /// each create (`offline::twins`).
+    const NATURAL_KEY_UNIQUE: bool = true;
 
     /// Validates the spec. Errors: every problem, each naming its field.
     fn desired(r: &Self::Resource) -> Result<Self::Desired, Vec<Problem>>;

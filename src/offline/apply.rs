@@ -7,11 +7,11 @@ use secrecy::SecretString;
 use serde::Serialize;
 
 use super::plan::{Entry, KeyScope, OfflinePlan, Step, Summary};
-use super::secrets;
+use super::{secrets, twins};
 use crate::api::{Client, SubAccountDetail};
 use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
-use crate::engine::{ManagedKind, StepReport};
+use crate::engine::{ManagedKind, StepAction, StepOutcome, StepReport};
 use crate::files::SafeDir;
 use crate::reconcile::{Found, MatchedBy, natural_key, sendingdomain};
 
@@ -213,7 +213,8 @@ pub(crate) async fn apply_one<K: ManagedKind>(
     };
     o.steps = executed.steps;
     if let Some(detail) = &executed.detail {
-        o.entry.id = Some(K::detail_id(detail));
+        let id = K::detail_id(detail);
+        o.entry.id = Some(id);
         match K::exports(&plan.desired, detail) {
             Ok(exports) => {
                 for export in exports {
@@ -228,6 +229,14 @@ pub(crate) async fn apply_one<K: ManagedKind>(
                 }
             }
             Err(note) => o.entry.notes.push(note),
+        }
+        // After the value is stored: a twin fails the run, and loses nothing.
+        if !K::NATURAL_KEY_UNIQUE
+            && created(&o.steps)
+            && let Err(problem) = twins::check::<K>(ctx.client, &plan.desired, id).await
+        {
+            o.result = "failed";
+            o.entry.error = Some(problem);
         }
     }
     (o, executed.detail)
@@ -327,6 +336,13 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
         o.verified = Some(o.dns_records.iter().all(|r| r.verified));
     }
     o
+}
+
+/// True when one of `steps` created the object.
+fn created(steps: &[StepReport]) -> bool {
+    steps
+        .iter()
+        .any(|s| s.step.action == StepAction::Create && s.outcome == StepOutcome::Done)
 }
 
 /// The result word of an entry whose steps all ran: `created`, `updated`, `unchanged`, and for

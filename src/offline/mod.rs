@@ -13,6 +13,7 @@ pub mod guards;
 pub mod plan;
 pub mod render;
 pub mod secrets;
+mod twins;
 
 pub use apply::{ApplyReport, Outcome};
 pub use plan::{Entry, OfflinePlan, Summary};

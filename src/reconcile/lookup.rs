@@ -48,7 +48,7 @@ impl<T> Lookup<'_, T> {
             Lookup::Ambiguous(ids) => Some((
                 "AmbiguousMatch",
                 format!(
-                    "{} {noun}s match \"{key}\" (ids {}); set the {annotation} annotation to the id to adopt",
+                    "{} {noun}s match \"{key}\" (ids {}); set the {annotation} annotation to the id to adopt, or delete the extra ones",
                     ids.len(),
                     ids.iter()
                         .map(ToString::to_string)

@@ -60,6 +60,8 @@ impl ManagedKind for ApiKey {
     type Status = ApiKeyStatus;
     const KIND: &'static str = "ApiKey";
     const NOUN: &'static str = "API key";
+    /// Key names are not unique at the service (the interface document, section "API keys").
+    const NATURAL_KEY_UNIQUE: bool = false;
 
     fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
         apikey::desired(r)
