@@ -1147,3 +1147,94 @@ async fn a_twin_created_by_a_concurrent_apply_fails_the_run() {
         "a later run writes nothing"
     );
 }
+
+/// The characters of `text` that could move the cursor, forge a line or hide text on a
+/// terminal: every control character but the line ends the CLI writes itself.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| *c != '\n' && (c.is_control() || ('\u{202A}'..='\u{202E}').contains(c)))
+        .collect()
+}
+
+/// Control characters in manifest values (names, a sending domain's note, a sub account's name)
+/// and in file names reach the output of `plan`, `apply` and `destroy`, and their errors,
+/// escaped: no raw escape sequence, carriage return or newline that could forge a line (`Apply:
+/// 9 created`) or clear the screen, and each object is still named recognisably. A huge name in
+/// an error is cut. Fails if any of these texts is printed as it came.
+#[tokio::test]
+async fn control_characters_from_manifests_and_file_names_are_escaped() {
+    let sim = simulator().await;
+    let check = |out: &Output, summaries: usize| {
+        let shown = output_text(out);
+        let raw = raw_controls(&shown);
+        let start: String = shown.chars().take(2000).collect();
+        assert!(
+            raw.is_empty(),
+            "{} raw control characters in: {start:?}",
+            raw.len()
+        );
+        let forged = shown
+            .lines()
+            .filter(|l| l.starts_with("Apply:") || l.starts_with("Plan:"))
+            .count();
+        assert_eq!(forged, summaries, "a forged summary line: {start:?}");
+        shown
+    };
+
+    // An invalid name and a file name with control characters: the error names both, escaped.
+    let bad = tempfile::tempdir().unwrap();
+    let file = bad
+        .path()
+        .join("evil\r\u{1b}[2Jkeys\nApply: 9 created.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: \"ci\\r\\e[2J\"\nspec:\n  secretName: s1\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: \"{}\"\nspec:\n  secretName: s2\n",
+            "\\e[2J".repeat(20_000)
+        ),
+    )
+    .unwrap();
+    let out = run_binary(&["plan", "-f", bad.path().to_str().unwrap()], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let shown = check(&out, 0);
+    assert!(shown.contains("keys"), "names the file: {shown}");
+    assert!(
+        shown.contains("ApiKey \"ci\\r"),
+        "names the object: {shown}"
+    );
+    assert!(
+        shown.len() < 10_000,
+        "a huge name is cut: {} bytes",
+        shown.len()
+    );
+
+    // Values with control characters, in a file whose name has some.
+    let good = tempfile::tempdir().unwrap();
+    let file = good.path().join("evil\u{1b}[31mred.yaml");
+    let manifests = |suffix: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ci-key\nspec:\n  name: \"Team\\r\\e[2JApply: 9 created{suffix}\"\n  secretName: s2\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: mail\nspec:\n  domain: mail.example.com\n  note: \"line1\\nApply: 5 created\\e[2J\"\n  deletionPolicy: Delete\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: team\nspec:\n  name: \"Team\\e]0;owned\\a\\u009b2J{suffix}\"\n"
+        )
+    };
+    std::fs::write(&file, manifests("")).unwrap();
+    let dir = good.path().to_str().unwrap();
+    let out = run_binary(&["apply", "-f", dir], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let shown = check(&out, 1);
+    assert!(shown.contains("ApiKey default/ci-key: created"), "{shown}");
+    assert!(
+        shown.contains("red.yaml") || shown.contains("Team"),
+        "{shown}"
+    );
+
+    // A change shows the old and the new value, both escaped.
+    std::fs::write(&file, manifests(" v2")).unwrap();
+    let out = run_binary(&["plan", "-f", dir], Some(&sim)).await;
+    let shown = check(&out, 1);
+    assert!(shown.contains("~ spec.name: Team"), "{shown}");
+    assert!(shown.contains("red.yaml"), "names the file: {shown}");
+
+    let out = run_binary(&["destroy", "--auto-approve", "-f", dir], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    check(&out, 0);
+}
