@@ -10,6 +10,7 @@
 //! - [`reconcile`]: per-kind validation, lookup and plans not yet moved into [`engine`].
 //! - [`offline`]: `plan`/`apply`/`destroy` of manifest files without a cluster.
 //! - [`files`]: the one file writer (no symbolic link followed, temp file then rename).
+//! - [`text`]: text from outside (manifests, file names, the service) made safe to print.
 
 pub mod api;
 pub mod cli;
@@ -22,3 +23,4 @@ pub mod manifest;
 pub mod offline;
 pub mod reconcile;
 pub mod simulator;
+pub mod text;

@@ -60,7 +60,11 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
     for crd in generate::all_crds() {
         let yaml = generate::crd_yaml(&crd).map_err(render)?;
         let path = dir.write(&[&generate::file_name(&crd)], yaml.as_bytes(), 0o644)?;
-        eprintln!("wrote {}", path.display());
+        let wrote = format!("wrote {}", path.display());
+        eprintln!(
+            "{}",
+            mailtarget_operator::text::printable(&wrote, mailtarget_operator::text::MAX_LINE_CHARS)
+        );
     }
     Ok(0)
 }
@@ -95,7 +99,7 @@ async fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", e.for_terminal());
             ExitCode::from(if errors_exit_1 { 1 } else { e.exit_code() })
         }
     }

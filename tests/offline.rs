@@ -1159,8 +1159,9 @@ fn raw_controls(text: &str) -> Vec<char> {
 /// Control characters in manifest values (names, a sending domain's note, a sub account's name)
 /// and in file names reach the output of `plan`, `apply` and `destroy`, and their errors,
 /// escaped: no raw escape sequence, carriage return or newline that could forge a line (`Apply:
-/// 9 created`) or clear the screen, and each object is still named recognisably. A huge name in
-/// an error is cut. Fails if any of these texts is printed as it came.
+/// 9 created`) or clear the screen, and each object is still named recognisably; `-o json` keeps
+/// the values exact. A huge name in an error is cut. Fails if any of these texts is printed as
+/// it came.
 #[tokio::test]
 async fn control_characters_from_manifests_and_file_names_are_escaped() {
     let sim = simulator().await;
@@ -1213,7 +1214,7 @@ async fn control_characters_from_manifests_and_file_names_are_escaped() {
     let file = good.path().join("evil\u{1b}[31mred.yaml");
     let manifests = |suffix: &str| {
         format!(
-            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ci-key\nspec:\n  name: \"Team\\r\\e[2JApply: 9 created{suffix}\"\n  secretName: s2\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: mail\nspec:\n  domain: mail.example.com\n  note: \"line1\\nApply: 5 created\\e[2J\"\n  deletionPolicy: Delete\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: team\nspec:\n  name: \"Team\\e]0;owned\\a\\u009b2J{suffix}\"\n"
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ci-key\nspec:\n  name: \"Team\\r\\e[2JApply: 9 created\"\n  secretName: s2\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: mail\nspec:\n  domain: mail.example.com\n  note: \"line1\\nApply: 5 created\\e[2J\"\n  deletionPolicy: Delete\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: team\nspec:\n  name: \"Team\\e]0;owned\\a\\u009b2J\"\n  status: \"on\\r\\e[2J\\u009b{suffix}\"\n"
         )
     };
     std::fs::write(&file, manifests("")).unwrap();
@@ -1231,8 +1232,18 @@ async fn control_characters_from_manifests_and_file_names_are_escaped() {
     std::fs::write(&file, manifests(" v2")).unwrap();
     let out = run_binary(&["plan", "-f", dir], Some(&sim)).await;
     let shown = check(&out, 1);
-    assert!(shown.contains("~ spec.name: Team"), "{shown}");
+    assert!(shown.contains("~ spec.status: on\\r"), "{shown}");
     assert!(shown.contains("red.yaml"), "names the file: {shown}");
+
+    // JSON keeps the values exact, every such character written as a JSON escape.
+    let out = run_binary(&["plan", "-f", dir, "-o", "json"], Some(&sim)).await;
+    let shown = check(&out, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(shown.contains("\\u009b"), "written as an escape: {shown}");
+    assert!(
+        doc.to_string().contains('\u{9b}'),
+        "the value is exact: {shown}"
+    );
 
     let out = run_binary(&["destroy", "--auto-approve", "-f", dir], Some(&sim)).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));

@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use crate::text::printable;
+
 /// Result of the API client.
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 
@@ -314,43 +316,28 @@ impl ApiError {
 pub const MAX_SERVICE_TEXT_CHARS: usize = 300;
 
 /// `text` (from the service) made safe to print and log: every occurrence of `credential` (the
-/// client's own key) replaced by `[REDACTED]`, control characters (newlines, escapes, carriage
-/// returns) replaced by spaces, and cut to [`MAX_SERVICE_TEXT_CHARS`] characters with `…`.
+/// client's own key) replaced by `[REDACTED]`, then [`printable`] (control characters such as
+/// newlines, escapes and carriage returns escaped, cut to [`MAX_SERVICE_TEXT_CHARS`] characters
+/// with `…`).
 pub fn scrub(text: &str, credential: &str) -> String {
     let redacted = if credential.is_empty() {
         text.to_string()
     } else {
         text.replace(credential, "[REDACTED]")
     };
-    let mut out: String = redacted
-        .chars()
-        .map(|c| {
-            if c.is_control() || is_format(c) {
-                ' '
-            } else {
-                c
-            }
-        })
-        .take(MAX_SERVICE_TEXT_CHARS)
-        .collect();
-    // A text cut short may end in the start of the credential.
-    if let Some(cut) = (8..credential.len().min(out.len() + 1))
+    let mut out = printable(&redacted, MAX_SERVICE_TEXT_CHARS);
+    // A text cut short (here or upstream) may end in the start of the credential.
+    let end = out.strip_suffix('…').map_or(out.len(), str::len);
+    if let Some(cut) = (8..credential.len().min(end + 1))
         .rev()
-        .find(|n| credential.is_char_boundary(*n) && out.ends_with(&credential[..*n]))
+        .find(|n| credential.is_char_boundary(*n) && out[..end].ends_with(&credential[..*n]))
     {
-        out.truncate(out.len() - cut);
+        let tail = out[end..].to_string();
+        out.truncate(end - cut);
         out.push_str("[REDACTED]");
-    }
-    if redacted.chars().count() > MAX_SERVICE_TEXT_CHARS {
-        out.push('…');
+        out.push_str(&tail);
     }
     out
-}
-
-/// Invisible formatting characters that can reorder or hide terminal text (bidirectional
-/// overrides and isolates, zero-width characters).
-fn is_format(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// True when an `error` code says "not found" (`NOT_FOUND`, `not found`, `NotFound`, ...).
@@ -541,12 +528,18 @@ mod scrub_tests {
     fn scrubs_what_could_leak_or_forge() {
         let key = "sk-live-0123456789abcdef";
         assert_eq!(scrub(&format!("echo {key}!"), key), "echo [REDACTED]!");
-        assert_eq!(scrub("a\u{1b}[2K\rb\nc", key), "a [2K b c");
-        assert_eq!(scrub("x\u{202E}y", key), "x y");
+        assert_eq!(scrub("a\u{1b}[2K\rb\nc", key), "a\\u{1b}[2K\\rb\\nc");
+        assert_eq!(scrub("x\u{202E}y", key), "x\\u{202e}y");
         // A text cut upstream in the middle of the key (the error body is cut at 512 bytes).
         let cut = format!("{}{}", "x".repeat(20), &key[..12]);
         assert_eq!(scrub(&cut, key), format!("{}[REDACTED]", "x".repeat(20)));
         let long = "y".repeat(MAX_SERVICE_TEXT_CHARS + 5);
         assert!(scrub(&long, key).ends_with('…'));
+        // The cap itself lands in the middle of a key cut upstream.
+        let cut = format!("{}{}", "y".repeat(MAX_SERVICE_TEXT_CHARS - 10), &key[..20]);
+        assert_eq!(
+            scrub(&cut, key),
+            format!("{}[REDACTED]…", "y".repeat(MAX_SERVICE_TEXT_CHARS - 10))
+        );
     }
 }

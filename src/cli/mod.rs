@@ -32,6 +32,17 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// The error as printed on the terminal: every text from outside (file names, manifest
+    /// values, the service's messages) escaped by [`printable`](crate::text::printable), so it
+    /// cannot forge lines. Invalid manifests are one line each.
+    pub fn for_terminal(&self) -> String {
+        match self {
+            // Each problem is a line made printable by its own Display.
+            CliError::Manifests(errors) => errors.to_string(),
+            other => crate::text::printable(&other.to_string(), crate::text::MAX_LINE_CHARS),
+        }
+    }
+
     /// The process exit code: 2 for invalid input or usage (manifests that fail validation, a
     /// missing or invalid setting), 1 for a failure while running (the service, local I/O).
     pub fn exit_code(&self) -> u8 {

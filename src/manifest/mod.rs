@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
+use crate::text::{MAX_LINE_CHARS, printable};
 
 pub use read::{ManifestSet, load, load_str};
 
@@ -20,9 +21,15 @@ pub struct Source {
     pub document: usize,
 }
 
+/// The file name made [`printable`] (a name may hold any character but `/` and NUL).
+fn shown_file(file: &Path) -> String {
+    printable(&file.to_string_lossy(), MAX_LINE_CHARS)
+}
+
 impl fmt::Display for Source {
+    /// `FILE (document N)`, the file name escaped ([`printable`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (document {})", self.file.display(), self.document)
+        write!(f, "{} (document {})", shown_file(&self.file), self.document)
     }
 }
 
@@ -142,20 +149,22 @@ impl ManifestError {
 }
 
 impl fmt::Display for ManifestError {
+    /// One line: `FILE (document N), Kind "name": field: message`, each part made
+    /// [`printable`] (a manifest or a file name cannot forge lines).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.source {
-            Some(s) if s.document == 0 => write!(f, "{}", s.file.display())?,
+            Some(s) if s.document == 0 => write!(f, "{}", shown_file(&s.file))?,
             Some(s) => write!(f, "{s}")?,
             None => write!(f, "<input>")?,
         }
         if let Some(object) = &self.object {
-            write!(f, ", {object}")?;
+            write!(f, ", {}", printable(object, MAX_LINE_CHARS))?;
         }
         write!(f, ": ")?;
         if let Some(field) = &self.field {
-            write!(f, "{field}: ")?;
+            write!(f, "{}: ", printable(field, MAX_LINE_CHARS))?;
         }
-        write!(f, "{}", self.message)
+        write!(f, "{}", printable(&self.message, MAX_LINE_CHARS))
     }
 }
 

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::schema_check;
 use super::{Loaded, ManifestError, ManifestErrors, Resource, Source};
 use crate::crd::GROUP;
+use crate::text::{MAX_VALUE_CHARS, printable};
 
 /// The result of reading manifests: the resources of this operator's kinds, and the documents
 /// skipped because they are of other kinds (e.g. a Namespace in the same directory).
@@ -292,17 +293,17 @@ fn read_document(
         return;
     }
     if api_version.split('/').next() != Some(GROUP) {
-        let described = format!("{api_version}/{kind} \"{name}\"");
+        let described = format!("{}/{} {}", shown(api_version), shown(kind), quoted(name));
         set.skipped.push((source, described));
         return;
     }
-    let object = Some(format!("{kind} \"{name}\""));
+    let object = Some(format!("{} {}", shown(kind), quoted(name)));
     let expected = format!("{GROUP}/{}", crate::crd::VERSION);
     if api_version != expected {
         errors.push(error(
             object,
             Some("apiVersion"),
-            format!("\"{api_version}\" is not served; use \"{expected}\""),
+            format!("{} is not served; use \"{expected}\"", quoted(api_version)),
         ));
         return;
     }
@@ -310,7 +311,10 @@ fn read_document(
         errors.push(error(
             object,
             Some("kind"),
-            format!("\"{kind}\" is not a kind of {GROUP}; use SubAccount, ApiKey or SendingDomain"),
+            format!(
+                "{} is not a kind of {GROUP}; use SubAccount, ApiKey or SendingDomain",
+                quoted(kind)
+            ),
         ));
         return;
     }
@@ -348,6 +352,16 @@ fn read_document(
     }
 }
 
+/// A value from the manifest as it may be embedded in a message: [`printable`], capped.
+fn shown(value: &str) -> String {
+    printable(value, MAX_VALUE_CHARS)
+}
+
+/// [`shown`] in double quotes.
+fn quoted(value: &str) -> String {
+    format!("\"{}\"", shown(value))
+}
+
 fn typed<T: serde::de::DeserializeOwned>(doc: &Value) -> Result<T, (String, String)> {
     serde_path_to_error::deserialize(doc).map_err(|e| (e.path().to_string(), e.inner().to_string()))
 }
@@ -363,7 +377,8 @@ fn metadata_problem(doc: &Value) -> Option<(&'static str, String)> {
         return Some((
             "metadata.name",
             format!(
-                "\"{name}\" is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+                "{} is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+                quoted(name)
             ),
         ));
     }
@@ -373,7 +388,8 @@ fn metadata_problem(doc: &Value) -> Option<(&'static str, String)> {
             return Some((
                 "metadata.namespace",
                 format!(
-                    "\"{ns}\" is not a valid namespace: use at most 63 lowercase letters, digits and '-'"
+                    "{} is not a valid namespace: use at most 63 lowercase letters, digits and '-'",
+                    quoted(ns)
                 ),
             ));
         }

@@ -6,6 +6,7 @@ use super::render::{self, OutputFormat};
 use super::{apply, destroy, plan};
 use crate::cli::{ApiArgs, CliError};
 use crate::manifest;
+use crate::text::{MAX_LINE_CHARS, printable};
 
 /// Arguments of `mailtarget-operator plan`.
 #[derive(clap::Args, Debug, Clone)]
@@ -177,6 +178,7 @@ fn approved(plan: &plan::OfflinePlan) -> bool {
 
 fn report_skipped(set: &manifest::ManifestSet) {
     for (source, what) in &set.skipped {
-        eprintln!("note: skipped {what} at {source}: not a mailtarget.co kind");
+        let note = format!("note: skipped {what} at {source}: not a mailtarget.co kind");
+        eprintln!("{}", printable(&note, MAX_LINE_CHARS));
     }
 }

@@ -1,7 +1,12 @@
 //! Printing plans and apply results for people (text) and for programs (`--output json`).
 //! Neither form ever contains a key value or a private key.
+//!
+//! Every text line goes through [`printable`]: names, values, file names and messages that came
+//! from manifests or the service cannot end a line, move the cursor or forge a summary line.
+//! JSON output keeps values exact, with every such character written as a JSON escape
+//! ([`printable_json`]).
 
-use std::fmt::Write;
+use crate::text::{MAX_LINE_CHARS, printable, printable_json};
 
 use serde_json::json;
 
@@ -16,6 +21,14 @@ pub enum OutputFormat {
     Text,
     /// One JSON document.
     Json,
+}
+
+/// Appends one line of text, made [`printable`] (capped at [`MAX_LINE_CHARS`]).
+macro_rules! line {
+    ($out:expr, $($arg:tt)*) => {{
+        $out.push_str(&printable(&format!($($arg)*), MAX_LINE_CHARS));
+        $out.push('\n');
+    }};
 }
 
 fn head(e: &Entry) -> String {
@@ -39,7 +52,7 @@ fn matched(e: &Entry) -> String {
 /// outcome (and replaces the planned steps).
 fn details(out: &mut String, e: &Entry, reports: Option<&[crate::engine::StepReport]>) {
     for c in &e.changes {
-        let _ = writeln!(
+        line!(
             out,
             "    ~ {}: {} -> {}",
             c.field,
@@ -60,10 +73,10 @@ fn details(out: &mut String, e: &Entry, reports: Option<&[crate::engine::StepRep
         }
     }
     for n in &e.notes {
-        let _ = writeln!(out, "    ! {n}");
+        line!(out, "    ! {n}");
     }
     if let Some(err) = &e.error {
-        let _ = writeln!(out, "    error: {err}");
+        line!(out, "    error: {err}");
     }
 }
 
@@ -79,7 +92,7 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
         Some(StepOutcome::NotReached) => ": not reached".into(),
         Some(StepOutcome::Failed { error }) => format!(": failed: {error}"),
     };
-    let _ = writeln!(out, "    + {}{when}{result}", s.endpoint);
+    line!(out, "    + {}{when}{result}", s.endpoint);
     for sent in &s.sends {
         let create_only = if sent.create_only {
             "   (set at create only: the interface cannot change it later)"
@@ -91,7 +104,7 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
         } else {
             format!("{:?}", sent.value)
         };
-        let _ = writeln!(out, "        {} = {value}{create_only}", sent.field);
+        line!(out, "        {} = {value}{create_only}", sent.field);
     }
 }
 
@@ -118,7 +131,7 @@ pub fn plan_summary_line(s: &Summary) -> String {
 pub fn plan_text(plan: &OfflinePlan) -> String {
     let mut out = String::new();
     for e in &plan.entries {
-        let _ = writeln!(
+        line!(
             out,
             "{}: {}{}   [{}]",
             head(e),
@@ -129,7 +142,7 @@ pub fn plan_text(plan: &OfflinePlan) -> String {
         details(&mut out, e, None);
     }
     unmanaged(&mut out, &plan.unmanaged);
-    let _ = writeln!(out, "{}", plan_summary_line(&plan.summary()));
+    line!(out, "{}", plan_summary_line(&plan.summary()));
     out
 }
 
@@ -140,16 +153,16 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
     if objects.is_empty() {
         return;
     }
-    let _ = writeln!(
+    line!(
         out,
         "Not named by these manifests (left alone): {} object(s)",
         objects.len()
     );
     for o in objects.iter().take(UNMANAGED_SHOWN) {
-        let _ = writeln!(out, "    {} {} {:?}", o.kind, o.id, o.name);
+        line!(out, "    {} {} {:?}", o.kind, o.id, o.name);
     }
     if objects.len() > UNMANAGED_SHOWN {
-        let _ = writeln!(
+        line!(
             out,
             "    ... and {} more (see -o json)",
             objects.len() - UNMANAGED_SHOWN
@@ -164,19 +177,21 @@ pub fn plan_json(plan: &OfflinePlan) -> String {
         "unmanaged": plan.unmanaged,
         "summary": plan.summary(),
     });
-    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+    printable_json(&serde_json::to_string_pretty(&doc).unwrap_or_default()) + "\n"
 }
 
 /// An apply report as text: one line per resource, DNS records under each domain, a summary.
 pub fn apply_text(report: &ApplyReport) -> String {
     let mut out = outcomes_text(report);
     let s = report.summary();
-    let _ = write!(
+    line!(
         out,
-        "Apply: {} created, {} updated, {} unchanged",
-        s.create, s.update, s.unchanged
+        "Apply: {} created, {} updated, {} unchanged{}",
+        s.create,
+        s.update,
+        s.unchanged,
+        failures(s.error)
     );
-    let _ = writeln!(out, "{}", failures(s.error));
     out
 }
 
@@ -184,12 +199,13 @@ pub fn apply_text(report: &ApplyReport) -> String {
 pub fn destroy_text(report: &ApplyReport) -> String {
     let mut out = outcomes_text(report);
     let s = report.summary();
-    let _ = write!(
+    line!(
         out,
-        "Destroy: {} deleted or deactivated, {} kept or absent",
-        s.delete, s.unchanged
+        "Destroy: {} deleted or deactivated, {} kept or absent{}",
+        s.delete,
+        s.unchanged,
+        failures(s.error)
     );
-    let _ = writeln!(out, "{}", failures(s.error));
     out
 }
 
@@ -204,16 +220,16 @@ fn failures(n: usize) -> String {
 fn outcomes_text(report: &ApplyReport) -> String {
     let mut out = String::new();
     for o in &report.outcomes {
-        let _ = writeln!(out, "{}: {}{}", head(&o.entry), o.result, matched(&o.entry));
+        line!(out, "{}: {}{}", head(&o.entry), o.result, matched(&o.entry));
         details(&mut out, &o.entry, Some(&o.steps));
         if let Some(verified) = o.verified {
-            let _ = writeln!(
+            line!(
                 out,
                 "    DNS records to publish (all verified: {}):",
                 yes_no(verified)
             );
             for r in &o.dns_records {
-                let _ = writeln!(
+                line!(
                     out,
                     "      {:<8} {:<5} {}  {:?}  verified: {}",
                     r.purpose,
@@ -225,7 +241,7 @@ fn outcomes_text(report: &ApplyReport) -> String {
             }
         }
         for f in &o.secret_files {
-            let _ = writeln!(out, "    secret written to {}", f.display());
+            line!(out, "    secret written to {}", f.display());
         }
     }
     out
@@ -234,7 +250,7 @@ fn outcomes_text(report: &ApplyReport) -> String {
 /// An apply report as JSON: `{"resources": [...], "summary": {...}}`.
 pub fn apply_json(report: &ApplyReport) -> String {
     let doc = json!({ "resources": report.outcomes, "summary": report.summary() });
-    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+    printable_json(&serde_json::to_string_pretty(&doc).unwrap_or_default()) + "\n"
 }
 
 fn yes_no(b: bool) -> &'static str {
