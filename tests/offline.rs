@@ -1249,3 +1249,55 @@ async fn control_characters_from_manifests_and_file_names_are_escaped() {
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     check(&out, 0);
 }
+
+/// A secret write that fails half-way (here every write of file content fails: the process's
+/// file size limit is 0, as on a full disk) fails the run, names the file, and leaves the value
+/// written before intact: the new value goes to a temporary file that is renamed only once
+/// complete.
+#[tokio::test]
+async fn a_failed_secret_write_keeps_the_previous_value() {
+    let sim = simulator().await;
+    let keys = examples().join("apikey-ci.yaml");
+    let keys = keys.to_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let file = dir.path().join("default/ci-mailtarget-key/apiKey");
+    std::fs::write(&file, "previous-value").unwrap();
+
+    // SIGXFSZ ignored (inherited through exec) turns the limit into EFBIG errors.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "trap '' XFSZ; ulimit -f 0; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_mailtarget-operator"))
+        .args(["apply", "-f", keys, "--secrets-dir", d])
+        .env_remove("RUST_LOG")
+        .env("MAILTARGET_API_KEY", KEY)
+        .env("MAILTARGET_API_URL", sim.base_url())
+        .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("binary finished within 60 s")
+        .unwrap();
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("apiKey"),
+        "the failed file is named: {shown}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "previous-value",
+        "the value written before is intact"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "apiKey")
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "no temporary file is left: {leftovers:?}"
+    );
+}
