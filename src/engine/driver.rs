@@ -110,8 +110,9 @@ pub struct Executed<D> {
     pub error: Option<ApiError>,
 }
 
-/// Executes `plan` with `client`. Steps run in order while they succeed; a step whose condition
-/// needs the object's current state reads it first (one GET) unless `known` holds it. With
+/// Executes `plan` with `client`. Steps run in order while they succeed; a step's condition is
+/// evaluated again on what the service answered so far in this execution (`known`, then each
+/// step's answer) and, with nothing answered yet, holds as planned (no read). With
 /// `want_detail`, the object is read at the end when nothing answered it (to export secrets or
 /// report).
 pub async fn execute<K: ManagedKind>(
@@ -260,18 +261,9 @@ async fn run_step<K: ManagedKind>(
     current: &mut Option<K::Detail>,
     id: &mut Option<i64>,
 ) -> Result<bool, ApiError> {
-    let due = match K::due(&step.request, current.as_ref()) {
-        Some(due) => due,
-        None => match (current.is_none(), *id) {
-            (true, Some(target)) => {
-                let read = K::read(client, target).await?;
-                let due = K::due(&step.request, Some(&read)).unwrap_or(true);
-                *current = Some(read);
-                due
-            }
-            _ => true,
-        },
-    };
+    // The plan put the step there because its condition held on what was observed; it is
+    // evaluated again only on what an earlier step of this execution answered.
+    let due = K::due(&step.request, current.as_ref()).unwrap_or(true);
     if !due {
         return Ok(false);
     }
