@@ -564,6 +564,24 @@ async fn domain_pending_to_verified() {
         .filter(|r| r.path.ends_with("/verify-txt"))
         .count();
     assert_eq!(verify_calls, 2, "verify-txt only while unverified");
+    // The SPF suggestion is read once, when a verify-txt call found the domain unverified
+    // (not at creation), and cleared once it is verified.
+    let calls: Vec<String> = env
+        .sim
+        .request_log()
+        .iter()
+        .map(|r| r.path.clone())
+        .filter(|p| p.ends_with("/verify-txt") || p.ends_with("/spf-suggestion"))
+        .collect();
+    let suggestions: Vec<usize> = (0..calls.len())
+        .filter(|i| calls[*i].ends_with("/spf-suggestion"))
+        .collect();
+    assert_eq!(suggestions.len(), 1, "{calls:?}");
+    assert!(
+        suggestions[0] >= 1,
+        "read after the first verify-txt: {calls:?}"
+    );
+    assert_eq!(status.spf_suggestion, None, "cleared once verified");
     let secret = Api::<Secret>::namespaced(env.kube.clone(), "default")
         .get("mail-dkim")
         .await

@@ -272,9 +272,11 @@ impl ManagedKind for SendingDomain {
     }
 
     /// The SPF record to publish when one exists already (interface document, "SPF
-    /// suggestion"), while the domain is unverified.
+    /// suggestion"), once a `verify-txt` call found the domain still unverified.
     async fn complete_status(client: &Client, status: &mut SendingDomainStatus) {
-        if let (false, None, Some(id)) = (status.verified, &status.spf_suggestion, status.id)
+        let tried = status.verify_attempts.is_some_and(|a| a > 0);
+        if let (false, true, None, Some(id)) =
+            (status.verified, tried, &status.spf_suggestion, status.id)
             && let Ok(s) = client.spf_suggestion(id).await
         {
             status.spf_suggestion = Some(s.suggestion);
