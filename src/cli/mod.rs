@@ -53,8 +53,9 @@ impl CliError {
     }
 }
 
-/// How to reach the service. Flags override the environment.
-#[derive(clap::Args, Debug, Clone)]
+/// How to reach the service. Flags override the environment. Its `Debug` form never shows the
+/// key.
+#[derive(clap::Args, Clone)]
 pub struct ApiArgs {
     /// Company API key, sent as `Authorization: Bearer <key>`. Required unless
     /// --api-key-file or --simulate.
@@ -89,6 +90,21 @@ pub struct ApiArgs {
     /// Most API requests per second (per account); unlimited when unset.
     #[arg(long, env = "MAILTARGET_API_RPS")]
     pub api_rps: Option<u32>,
+}
+
+impl std::fmt::Debug for ApiArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiArgs")
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_key_file", &self.api_key_file)
+            .field("ca_bundle", &self.ca_bundle)
+            .field("api_url", &self.api_url)
+            .field("transmission_url", &self.transmission_url)
+            .field("api_timeout", &self.api_timeout)
+            .field("api_concurrency", &self.api_concurrency)
+            .field("api_rps", &self.api_rps)
+            .finish()
+    }
 }
 
 /// A connected client, with the in-process simulator behind it when `--simulate` was given.
@@ -188,5 +204,25 @@ impl ApiArgs {
             client: Client::new(config)?,
             simulator: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod debug_tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        api: super::ApiArgs,
+    }
+
+    /// The key never reaches a `Debug` rendering (a `?args` in a log line).
+    #[test]
+    fn debug_form_hides_the_key() {
+        let cli = Cli::parse_from(["test", "--api-key", "sk-very-secret"]);
+        let shown = format!("{:?}", cli.api);
+        assert!(!shown.contains("sk-very-secret"), "{}", shown.len());
+        assert!(shown.contains("<redacted>"));
     }
 }

@@ -142,7 +142,7 @@ impl<T: Clone> CachedList<T> {
     }
 
     /// Whether a verdict on the cached items needs a newer list, for a reader that began at
-    /// `since` (see [`lookup_stalls`](super::find::lookup_stalls)). A list whose fetch started
+    /// `since` (see [`super::find::find_managed`]). A list whose fetch started
     /// at or after `since` is as new as the reader can ask for: false, the verdict stands.
     /// Otherwise `verdict` runs on the items; when it returns true the list it saw becomes
     /// stale, and the next [`ensure_fresh`](Self::ensure_fresh) fetches a list that started

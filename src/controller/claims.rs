@@ -26,6 +26,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
+use crate::engine::ManagedKind;
 use crate::reconcile::{natural_key, validate};
 
 /// Longest wait for the controller's cache to hold its first complete list.
@@ -49,9 +50,9 @@ impl std::fmt::Debug for Claims {
 }
 
 /// A kind whose resources claim API objects.
-pub trait Claimant: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
-    /// What the API object is called in messages, e.g. `API key`.
-    const NOUN: &'static str;
+pub trait Claimant:
+    ManagedKind<Resource = Self> + Resource<DynamicType = ()> + Clone + Send + Sync + 'static
+{
     /// The spec field that names the natural key, for messages.
     const KEY_FIELD: &'static str;
     /// The controller's cache of this kind, once the operator runs.
@@ -69,7 +70,7 @@ pub trait Claimant: Resource<DynamicType = ()> + Clone + Send + Sync + 'static {
     fn writes(&self) -> bool;
 }
 
-fn external_id<K: Resource>(obj: &K) -> Option<i64> {
+pub(super) fn external_id<K: Resource>(obj: &K) -> Option<i64> {
     validate::external_id(Some(obj.annotations()))
         .ok()
         .flatten()
@@ -86,7 +87,6 @@ fn same_claim<K: Claimant>(a: &K, b: &K) -> bool {
 }
 
 impl Claimant for SubAccount {
-    const NOUN: &'static str = "sub account";
     const KEY_FIELD: &'static str = "spec.name";
     fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.sub_accounts.get()
@@ -103,7 +103,6 @@ impl Claimant for SubAccount {
 }
 
 impl Claimant for ApiKey {
-    const NOUN: &'static str = "API key";
     const KEY_FIELD: &'static str = "spec.name";
     fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.api_keys.get()
@@ -127,7 +126,6 @@ impl Claimant for ApiKey {
 }
 
 impl Claimant for SendingDomain {
-    const NOUN: &'static str = "sending domain";
     const KEY_FIELD: &'static str = "spec.domain";
     fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.sending_domains.get()

@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
+use super::claims::Claimant;
 use super::common::spec_changed;
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
@@ -25,11 +26,8 @@ use crate::crd::SubAccount;
 use crate::crd::conditions::now_rfc3339;
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::{ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, Summary};
+use crate::reconcile::execute::may_have_committed;
 use crate::reconcile::{MatchedBy, sendingdomain::verify_backoff};
-
-fn noun<K: ManagedKind>() -> &'static str {
-    K::NOUN
-}
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written.
@@ -85,8 +83,7 @@ pub async fn converge<K: Managed>(
             || (!has_detail && spec_changed(obj, old.observed_generation())))
     {
         let read = K::read(&ctx.api, how.id).await;
-        detail =
-            Some(read.map_err(|e| Failure::api(e, &format!("reading the {}", noun::<K>()), old))?);
+        detail = Some(read.map_err(|e| Failure::api(e, &format!("reading the {}", K::NOUN), old))?);
         ctx.details.read(&key);
     }
     let observed = match (&found, &detail) {
@@ -106,7 +103,7 @@ pub async fn converge<K: Managed>(
     if !may_write && found.is_none() {
         let message = format!(
             "managementPolicy is ObserveOnly and no {} matches; nothing is created",
-            noun::<K>()
+            K::NOUN
         );
         let outcome = Outcome::Progressing {
             reason: "ExternalObjectMissing",
@@ -134,8 +131,7 @@ pub async fn converge<K: Managed>(
     }
     let needs_value = broken.iter().any(|i| !matches!(i, Integrity::Intact))
         && item.is_none_or(|i| K::item_exports(&plan.desired, i).is_none());
-    let want_detail =
-        needs_value || item.is_some_and(|i| !K::status_has_detail(&plan.desired, old, i));
+    let want_detail = needs_value || (item.is_some() && !has_detail);
     if creates {
         identity::mark_pending(ctx, obj)
             .await
@@ -152,22 +148,30 @@ pub async fn converge<K: Managed>(
         (None, None) => status,
     };
     let id = status.id().unwrap_or_default();
-    for report in &executed.steps {
-        let Some(doing) = failed_doing::<K>(&report.step.action, &report.outcome) else {
-            if report.outcome == StepOutcome::Done {
-                step_event::<K>(ctx, obj, report, id, &plan, &status).await;
-            }
-            continue;
-        };
-        let Some(e) = executed.error else { break };
-        return Err(Failure::api(e, &doing, &status));
+    for report in executed
+        .steps
+        .iter()
+        .filter(|r| r.outcome == StepOutcome::Done)
+    {
+        step_event::<K>(ctx, obj, report, id, &plan, &status).await;
     }
     if let Some(e) = executed.error {
-        return Err(Failure::api(
-            e,
-            &format!("reading the {}", noun::<K>()),
-            &status,
-        ));
+        // A failed step, else the read at the end.
+        let doing = executed
+            .steps
+            .iter()
+            .find_map(|r| failed_doing::<K>(&r.step.action, &r.outcome))
+            .unwrap_or_else(|| format!("reading the {}", K::NOUN));
+        let create_failed = executed.steps.iter().any(|r| {
+            r.step.action == StepAction::Create && matches!(r.outcome, StepOutcome::Failed { .. })
+        });
+        let refused = create_failed && !may_have_committed(&e);
+        let failure = Failure::api(e, &doing, &status);
+        return Err(if refused {
+            failure.refused_create()
+        } else {
+            failure
+        });
     }
     if let Some(found) = plan.planned.found
         && old.id().is_none()
@@ -177,7 +181,7 @@ pub async fn converge<K: Managed>(
             MatchedBy::NaturalKey | MatchedBy::ExternalId
         )
     {
-        let message = format!("adopted existing {} {}", noun::<K>(), found.id);
+        let message = format!("adopted existing {} {}", K::NOUN, found.id);
         ctx.event(obj, EventType::Normal, "Adopted", "Adopt", message)
             .await;
     }
@@ -202,22 +206,14 @@ pub async fn converge<K: Managed>(
             Err(note) => notes.push(note),
         }
     }
+    // The kind's projection ends the pacing once the object is ready.
     let summary = K::summary(&plan.desired, &status);
-    if summary.ready {
-        if let Some(p) = status.pacing() {
-            *p.attempts = None;
-            *p.last = None;
-        }
-    } else if may_write {
+    if !summary.ready && may_write {
         K::complete_status(&ctx.api, &mut status).await;
         if requeue.is_none()
             && let Some(p) = status.pacing()
         {
-            let (first, max) = (
-                ctx.settings.verify_first_interval,
-                ctx.settings.verify_max_interval,
-            );
-            requeue = p.attempts.map(|a| verify_backoff(a, first, max));
+            requeue = p.attempts.map(|a| backoff(ctx, a));
         }
     }
     let routine = !summary.ready;
@@ -290,10 +286,6 @@ fn pace<K: ManagedKind>(
     ctx: &Context,
     creates: bool,
 ) -> Option<Duration> {
-    let (first, max) = (
-        ctx.settings.verify_first_interval,
-        ctx.settings.verify_max_interval,
-    );
     let repeated =
         |s: &crate::engine::PlannedStep<K::Request>| s.step.action == StepAction::VerifyTxt;
     if !plan.planned.steps.iter().any(repeated) {
@@ -303,7 +295,7 @@ fn pace<K: ManagedKind>(
     let wait = if creates {
         *pacing.attempts = Some(0);
         *pacing.last = Some(now_rfc3339());
-        first
+        backoff(ctx, 0)
     } else {
         let attempts = pacing.attempts.unwrap_or(0);
         let last = pacing
@@ -312,8 +304,7 @@ fn pace<K: ManagedKind>(
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
         let wait = last.map_or(Duration::ZERO, |last| {
             let due = last.with_timezone(&chrono::Utc)
-                + chrono::Duration::from_std(verify_backoff(attempts, first, max))
-                    .unwrap_or_default();
+                + chrono::Duration::from_std(backoff(ctx, attempts)).unwrap_or_default();
             (due - chrono::Utc::now())
                 .to_std()
                 .unwrap_or(Duration::ZERO)
@@ -329,6 +320,17 @@ fn pace<K: ManagedKind>(
     Some(wait)
 }
 
+/// The wait after `attempts` calls of the repeated step: `--verify-first-interval`, doubled per
+/// call, capped at `--verify-max-interval`.
+fn backoff(ctx: &Context, attempts: u32) -> Duration {
+    let settings = &ctx.settings;
+    verify_backoff(
+        attempts,
+        settings.verify_first_interval,
+        settings.verify_max_interval,
+    )
+}
+
 /// What a failed step was doing, for its condition message (`None`: the step did not fail).
 fn failed_doing<K: ManagedKind>(action: &StepAction, outcome: &StepOutcome) -> Option<String> {
     if !matches!(outcome, StepOutcome::Failed { .. }) {
@@ -341,7 +343,7 @@ fn failed_doing<K: ManagedKind>(action: &StepAction, outcome: &StepOutcome) -> O
         StepAction::VerifyTxt => return Some("verify-txt".into()),
         StepAction::Delete => "deleting",
     };
-    Some(format!("{verb} the {}", noun::<K>()))
+    Some(format!("{verb} the {}", K::NOUN))
 }
 
 /// The Event of a step that was made.
@@ -353,7 +355,7 @@ async fn step_event<K: Managed>(
     plan: &ResourcePlan<K>,
     status: &K::Status,
 ) {
-    let noun = noun::<K>();
+    let noun = K::NOUN;
     let fields: Vec<&str> = report.step.sends.iter().map(|s| s.field).collect();
     let (reason, action, note) = match report.step.action {
         StepAction::Create => (
@@ -454,11 +456,11 @@ async fn sub_account_scope<K: Managed>(
     Ok(
         match read
             .as_ref()
-            .and_then(|s| s.status.as_ref().and_then(|st| st.id).map(|id| (s, id)))
+            .and_then(|s| s.recorded_id().map(|id| (s, id)))
         {
             Some((s, id)) => Scope::SubAccount {
                 id,
-                managed: s.spec.management_policy.may_write(),
+                managed: s.writes(),
             },
             None => Scope::Waiting(format!(
                 "SubAccount \"{sub}\" does not exist yet or has no sub account id; waiting for it"
@@ -507,12 +509,12 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
             K::absorb(&ctx.cache, d);
             (
                 "Deactivated",
-                format!("deactivated {} {id} ({})", noun::<K>(), fields.join(", ")),
+                format!("deactivated {} {id} ({})", K::NOUN, fields.join(", ")),
             )
         }
         None => {
             K::list(&ctx.cache).remove(id);
-            ("Deleted", format!("deleted {} {id}", noun::<K>()))
+            ("Deleted", format!("deleted {} {id}", K::NOUN))
         }
     };
     ctx.event(obj, EventType::Normal, reason, "Delete", note)

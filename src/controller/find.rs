@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 
 use super::cache::CachedList;
 use super::claims::Claimant;
@@ -15,7 +15,7 @@ use super::managed::Failure;
 use crate::api::ApiError;
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::ManagedStatus;
-use crate::reconcile::{Found, Lookup, MatchedBy, validate};
+use crate::reconcile::{Found, Lookup, MatchedBy};
 
 /// True when `lookup` on a list fetched before the reconcile began must be confirmed against a
 /// newer one ([`CachedList::doubt`]) before acting on it: no match (a create follows, and the
@@ -135,9 +135,7 @@ where
     CFut: Future<Output = Result<Option<T>, ApiError>>,
 {
     let doing = format!("listing {}s", K::NOUN);
-    let external_id = validate::external_id(Some(obj.annotations()))
-        .ok()
-        .flatten();
+    let external_id = super::claims::external_id(obj);
     let since = newer_than(obj, old.id());
     let list = fresh().await.map_err(|e| Failure::api(e, &doing, old))?;
     let list = if list.doubt(since, |items| needs_newer_list(&lookup(items, external_id))) {

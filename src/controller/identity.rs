@@ -103,7 +103,7 @@ where
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let now = crate::crd::conditions::now_rfc3339();
     let patch = patch_annotations::<K>(json!({
         ANNOTATION_CREATE_PENDING: now,
         ANNOTATION_EXTERNAL_ID: null,

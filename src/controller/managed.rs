@@ -63,6 +63,9 @@ pub struct Failure<S> {
     /// A `Stalled` failure that can clear without a change to the resource (the owner of a
     /// contested object may go): checked again at each resync instead of waiting for a change.
     recheck_at_resync: bool,
+    /// The service refused a create for certain: nothing was created, so the pending marker
+    /// written before it goes.
+    create_refused: bool,
 }
 
 impl<S: Clone> Failure<S> {
@@ -78,7 +81,15 @@ impl<S: Clone> Failure<S> {
             status: status.clone(),
             error: Some(Error::Api(e)),
             recheck_at_resync,
+            create_refused: false,
         })
+    }
+
+    /// The same failure, marked as a create the service refused for certain (see
+    /// [`crate::reconcile::execute::may_have_committed`]).
+    pub fn refused_create(mut self: Box<Self>) -> Box<Self> {
+        self.create_refused = true;
+        self
     }
 
     /// A failed Kubernetes call: retried with backoff.
@@ -92,6 +103,7 @@ impl<S: Clone> Failure<S> {
             status: status.clone(),
             error: Some(Error::Kube(e)),
             recheck_at_resync: false,
+            create_refused: false,
         })
     }
 
@@ -113,6 +125,7 @@ impl<S: Clone> Failure<S> {
             status,
             error: None,
             recheck_at_resync: true,
+            create_refused: false,
         })
     }
 
@@ -137,6 +150,7 @@ impl<S: Clone> Failure<S> {
             status: status.clone(),
             error: None,
             recheck_at_resync: true,
+            create_refused: false,
         })
     }
 
@@ -147,6 +161,7 @@ impl<S: Clone> Failure<S> {
             status: status.clone(),
             error: None,
             recheck_at_resync: false,
+            create_refused: false,
         })
     }
 }
@@ -316,17 +331,30 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     };
     fail::fail_point!(crate::failpoints::AFTER_CONVERGE);
     let converged_ok = converged.is_ok();
-    let (outcome, mut status, error, requeue, recheck_at_resync, routine) = match converged {
-        Ok(c) => (c.outcome, c.status, None, c.requeue, false, c.routine),
-        Err(f) => (
-            f.outcome,
-            f.status,
-            f.error,
-            None,
-            f.recheck_at_resync,
-            false,
-        ),
-    };
+    let (outcome, mut status, error, requeue, recheck_at_resync, routine, create_refused) =
+        match converged {
+            Ok(c) => (
+                c.outcome, c.status, None, c.requeue, false, c.routine, false,
+            ),
+            Err(f) => {
+                let Failure {
+                    outcome,
+                    status,
+                    error,
+                    recheck_at_resync,
+                    create_refused,
+                } = *f;
+                (
+                    outcome,
+                    status,
+                    error,
+                    None,
+                    recheck_at_resync,
+                    false,
+                    create_refused,
+                )
+            }
+        };
     *status.conditions_mut() = old.conditions().clone();
     status.set_observed_generation(generation);
     set_conditions(status.conditions_mut(), &outcome, generation);
@@ -355,11 +383,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     }
     // A create the service refused for certain created nothing: the pending marker it wrote
     // (after `obj` was read, so not visible in it) goes.
-    if let Some(Error::Api(e)) = &error
-        && e.endpoint().is_some_and(|ep| ep.starts_with("POST "))
-        && !crate::reconcile::execute::may_have_committed(e)
-        && status.id().is_none()
-    {
+    if create_refused && status.id().is_none() {
         identity::clear_pending(ctx, obj).await?;
     }
     let waits_for_change = matches!(&outcome, Outcome::Stalled { .. }) && !recheck_at_resync;

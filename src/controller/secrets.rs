@@ -76,7 +76,7 @@ fn cached<K: Resource<DynamicType = ()>>(
 /// What [`check`] found.
 #[derive(Debug)]
 pub enum Integrity {
-    /// The Secret exists, is owned by the owner, and its key matches the checksum written with
+    /// The Secret exists, is owned by the owner, and its key matches the keyed digest written with
     /// it.
     Intact,
     /// Missing, altered or not owned; `current` is the Secret as the GET just returned it
@@ -87,7 +87,7 @@ pub enum Integrity {
     },
 }
 
-/// Whether Secret `name` exists, is owned by `owner`, and its `key` still matches the checksum
+/// Whether Secret `name` exists, is owned by `owner`, and its `key` still matches the keyed digest
 /// written with it (nobody altered or emptied it). Answered from the watch cache when it shows
 /// the Secret intact, else with one GET.
 ///
@@ -150,7 +150,7 @@ pub enum SecretError {
 }
 
 /// True when `secret` is controlled by nobody but the owner with `uid`, is owned by it, and
-/// holds `value` under `key` with the matching checksum annotation.
+/// holds `value` under `key` with the matching digest annotation.
 fn holds(
     digest: &ValueDigest,
     secret: &Secret,

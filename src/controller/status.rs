@@ -1,4 +1,4 @@
-//! Conditions and status writes shared by the three reconcilers.
+//! Conditions and status writes shared by every kind's reconcile.
 //!
 //! Every reconcile sets the three condition types kstatus reads (Kubernetes API conventions,
 //! "Typical status properties"; kstatus "abnormal-true" conditions):

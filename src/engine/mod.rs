@@ -171,9 +171,10 @@ pub trait ManagedKind: 'static {
         client: &Client,
         id: i64,
     ) -> impl Future<Output = Result<Self::Detail, ApiError>> + Send;
-    /// Whether the step with `request` runs, given what the service answered so far
-    /// (`current`); `None` when that cannot be told without reading the object first. Steps
-    /// without a condition always run.
+    /// Whether the step with `request` runs, given what the service answered so far in this
+    /// execution (`current`); `None` when nothing answered yet, and the step then runs as
+    /// planned (its condition held on what the plan observed). Steps without a condition
+    /// always run.
     fn due(request: &Self::Request, current: Option<&Self::Detail>) -> Option<bool>;
     /// Sends `request` (a step's) for the object `id` (`None` for a create). Answers the object
     /// as it now is, `None` once it is deleted.

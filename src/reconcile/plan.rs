@@ -72,13 +72,4 @@ impl<C, U> Plan<C, U> {
             _ => &[],
         }
     }
-
-    /// One word for the action: `create`, `update` or `unchanged`.
-    pub fn verb(&self) -> &'static str {
-        match self.action {
-            Action::Create(_) => "create",
-            Action::Update { .. } => "update",
-            Action::Unchanged { .. } => "unchanged",
-        }
-    }
 }
