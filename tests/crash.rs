@@ -91,6 +91,10 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_deleted_after_an_unrecorded_create_leaves_no_object() {
     let _serial = SERIAL.lock().await;
+    assert!(
+        fail::has_failpoints(),
+        "fail points are off: run the tests with --all-features (feature `failpoints`)"
+    );
     for kind in ["ApiKey", "SendingDomain"] {
         let mut rig = Rig::new(Rig::sim_config()).await;
         fail::cfg(failpoints::AFTER_CONVERGE, "panic").unwrap();

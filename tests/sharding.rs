@@ -272,7 +272,10 @@ async fn two_instances_converge_disjoint_shards() {
 
     for instance in [a, b] {
         let _ = instance.stop.send(());
-        let _ = tokio::time::timeout(WAIT, instance.task).await;
+        tokio::time::timeout(WAIT, instance.task)
+            .await
+            .expect("the operator stopped in time")
+            .expect("the operator's task did not panic");
     }
 }
 
@@ -394,7 +397,10 @@ async fn one_instance_watches_only_its_namespaces() {
     );
 
     let _ = instance.stop.send(());
-    let _ = tokio::time::timeout(WAIT, instance.task).await;
+    tokio::time::timeout(WAIT, instance.task)
+        .await
+        .expect("the operator stopped in time")
+        .expect("the operator's task did not panic");
 }
 
 /// Asserts that the operator never wrote to `namespace/name`: no status, no finalizer.

@@ -117,7 +117,10 @@ fn credentials_are_a_mounted_file() {
     );
     assert!(
         chart_secret["data"].get("key").is_some(),
-        "{chart_secret:#}"
+        "data keys: {:?}",
+        chart_secret["data"]
+            .as_object()
+            .map(|d| d.keys().collect::<Vec<_>>())
     );
 }
 
