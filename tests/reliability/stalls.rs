@@ -176,6 +176,18 @@ async fn a_refused_delete_stalls_the_deletion() {
             .contains(r#"mailtarget_reconciles_total{kind="ApiKey",result="bad_request"}"#)
     })
     .await;
+    let deletes = rig
+        .sim
+        .request_log()
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .count();
+    assert_eq!(deletes, 1, "the refused delete is not tried again");
+    assert_eq!(
+        rig.sim.snapshot().api_keys.len(),
+        1,
+        "the key is still there"
+    );
 
     keys.patch(
         "good",
