@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use mailtarget_operator::api::{Client as ApiClient, ClientConfig, CreateApiKey, RetryPolicy};
-use mailtarget_operator::crd::ApiKey;
+use mailtarget_operator::crd::{ApiKey, SendingDomain};
 use serde_json::{Value, json};
 
 use crate::common::{KEY, create, eventually, wait_deleted, wait_for};
@@ -389,6 +389,54 @@ async fn observing_is_not_owning() {
     .await;
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     assert!(secrets.get_opt("seen-key").await.unwrap().is_none());
+    rig.stop_operator().await;
+}
+
+/// Observing is not owning, whatever the observation concluded: an `ObserveOnly`
+/// SendingDomain that observed an unverified domain (its Ready reason says the domain waits for
+/// DNS, not `Observed`) and is then switched to `Full` does not take the domain over without an
+/// adoption policy: `AlreadyExists`, no write, no DKIM private key exported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observing_an_unverified_domain_is_not_owning_it() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    operator_client(&rig.sim)
+        .create_sending_domain(&mailtarget_operator::api::CreateSendingDomain {
+            domain: "seen.example".into(),
+            note: None,
+            assignment: None,
+        })
+        .await
+        .unwrap();
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    let domains: Api<SendingDomain> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+    create(
+        &domains,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: seen}\nspec: {domain: seen.example, dkimPrivateKeySecretName: seen-dkim, managementPolicy: ObserveOnly}\n",
+    )
+    .await;
+    wait_for(&domains, "seen", "the domain observed", |d: &SendingDomain| {
+        d.status.as_ref().is_some_and(|s| s.id.is_some())
+    })
+    .await;
+    domains
+        .patch(
+            "seen",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"managementPolicy": "Full"}})),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &domains,
+        "seen",
+        "Stalled/AlreadyExists",
+        |d: &SendingDomain| stalled_reason(d).as_deref() == Some("AlreadyExists"),
+    )
+    .await;
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    assert!(secrets.get_opt("seen-dkim").await.unwrap().is_none());
     rig.stop_operator().await;
 }
 
