@@ -26,7 +26,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
-use crate::engine::ManagedKind;
+use crate::engine::{ManagedKind, ManagedStatus};
 use crate::reconcile::{natural_key, validate};
 
 /// Longest wait for the controller's cache to hold its first complete list.
@@ -63,7 +63,8 @@ pub trait Claimant:
     /// reference (or both without one). Compared against every cached resource of the kind at
     /// each reconcile, so it borrows and never allocates.
     fn same_natural_key(&self, other: &Self) -> bool;
-    /// `status.id`.
+    /// `status.id` when the resource owns that object ([`ManagedStatus::owned_id`]): not an
+    /// object an `ObserveOnly` reconcile only observed.
     fn recorded_id(&self) -> Option<i64>;
     /// False under `managementPolicy: ObserveOnly`: such a resource never writes, so it owns
     /// nothing and conflicts with nobody.
@@ -95,7 +96,7 @@ impl Claimant for SubAccount {
         natural_key::same_ignoring_case(self.service_name(), other.service_name())
     }
     fn recorded_id(&self) -> Option<i64> {
-        self.status.as_ref().and_then(|s| s.id)
+        self.status.as_ref().and_then(|s| s.owned_id())
     }
     fn writes(&self) -> bool {
         self.spec.management_policy.may_write()
@@ -118,7 +119,7 @@ impl Claimant for ApiKey {
             }
     }
     fn recorded_id(&self) -> Option<i64> {
-        self.status.as_ref().and_then(|s| s.id)
+        self.status.as_ref().and_then(|s| s.owned_id())
     }
     fn writes(&self) -> bool {
         self.spec.management_policy.may_write()
@@ -134,7 +135,7 @@ impl Claimant for SendingDomain {
         natural_key::same_ignoring_case(&self.spec.domain, &other.spec.domain)
     }
     fn recorded_id(&self) -> Option<i64> {
-        self.status.as_ref().and_then(|s| s.id)
+        self.status.as_ref().and_then(|s| s.owned_id())
     }
     fn writes(&self) -> bool {
         self.spec.management_policy.may_write()

@@ -22,8 +22,8 @@ use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, Integrity, SecretError, SecretWrite};
 use super::status::Outcome;
-use crate::crd::SubAccount;
 use crate::crd::conditions::now_rfc3339;
+use crate::crd::{Ownership, SubAccount};
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::{ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, Summary};
 use crate::reconcile::execute::may_have_committed;
@@ -147,6 +147,16 @@ pub async fn converge<K: Managed>(
         (None, Some(i)) => K::project(&status, Seen::Item(i)),
         (None, None) => status,
     };
+    // Observing is not owning: an ObserveOnly reconcile keeps the ownership of an object the
+    // resource owned before, and records any other as observed only.
+    if status.id().is_some() {
+        let owned = may_write || old.owned_id() == status.id();
+        status.set_ownership(Some(if owned {
+            Ownership::Owned
+        } else {
+            Ownership::Observed
+        }));
+    }
     let id = status.id().unwrap_or_default();
     for report in executed
         .steps
@@ -174,7 +184,7 @@ pub async fn converge<K: Managed>(
         });
     }
     if let Some(found) = plan.planned.found
-        && old.id().is_none()
+        && old.owned_id().is_none()
         && may_write
         && matches!(
             found.matched_by,
@@ -200,7 +210,8 @@ pub async fn converge<K: Managed>(
                         Integrity::Intact => None,
                         Integrity::Broken { current } => Some(current),
                     };
-                    write_secret(ctx, obj, value, current, old.id().is_some(), &status).await?;
+                    write_secret(ctx, obj, value, current, old.owned_id().is_some(), &status)
+                        .await?;
                 }
             }
             Err(note) => notes.push(note),
@@ -456,7 +467,7 @@ async fn sub_account_scope<K: Managed>(
     Ok(
         match read
             .as_ref()
-            .and_then(|s| s.recorded_id().map(|id| (s, id)))
+            .and_then(|s| s.status.as_ref()?.id.map(|id| (s, id)))
         {
             Some((s, id)) => Scope::SubAccount {
                 id,

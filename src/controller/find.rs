@@ -63,15 +63,6 @@ fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant {
     }
 }
 
-/// True when the last reconcile that wrote `status` only observed (ObserveOnly): its `Ready`
-/// reason is `Observed` or `DriftDetected`.
-fn observed<S: ManagedStatus>(status: &S) -> bool {
-    status
-        .conditions()
-        .iter()
-        .any(|c| c.type_ == "Ready" && matches!(c.reason.as_str(), "Observed" | "DriftDetected"))
-}
-
 /// What a lookup in a list concluded.
 enum Verdict<T> {
     Match(T, Found),
@@ -145,7 +136,7 @@ where
     };
     // The id status records is the resource's own unless an ObserveOnly reconcile recorded it
     // (observing is not owning: switching to Full then needs an adoption policy).
-    let owned = old.id().filter(|_| !observed(old));
+    let owned = old.owned_id();
     let verdict = |external_id| {
         list.read(|items| Verdict::of(lookup(items, external_id), K::NOUN, query.key))
     };

@@ -5,7 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{DeletionPolicy, LocalObjectReference, ManagementPolicy};
+use super::common::{DeletionPolicy, LocalObjectReference, ManagementPolicy, Ownership};
 use super::conditions::Condition;
 use super::subaccount::NamedId;
 
@@ -90,6 +90,11 @@ pub struct ApiKeyStatus {
     /// Key id in the service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<i64>,
+    /// Whether the resource owns the object `id` names (`Owned`) or only observes it
+    /// (`Observed`, written by `ManagementPolicy::ObserveOnly`). Absent next to an `id`: written
+    /// by release 0.1, which owned what `id` names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<Ownership>,
     /// `name` in the service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -108,6 +108,28 @@ pub enum ManagementPolicy {
     ObserveOnly,
 }
 
+/// Whether a resource owns the API object its `status.id` names (design: "The managed-resource
+/// model": observing is not owning). Written by the operator only (status is a subresource
+/// users do not write), so it is the record that says a later reconcile under `Full` may act on
+/// that object without an adoption policy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Ownership {
+    /// The resource created the object, or took it over under an adoption policy: its
+    /// `deletionPolicy` applies to it and its values are exported.
+    Owned,
+    /// Recorded by an `ObserveOnly` reconcile of an object the resource did not own: switching
+    /// to `Full` takes it over only under an adoption policy.
+    Observed,
+}
+
+impl Ownership {
+    /// True when a status recording `id` with this ownership (`None`: written by a release
+    /// before this field existed, whose resources owned what `status.id` named) owns it.
+    pub fn owns(ownership: Option<Self>) -> bool {
+        ownership != Some(Ownership::Observed)
+    }
+}
+
 /// A reference to another object in the same namespace, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct LocalObjectReference {

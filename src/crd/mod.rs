@@ -19,7 +19,7 @@ pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
 pub use common::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID,
     ANNOTATION_PAUSED, AdoptionPolicy, DeletionPolicy, FINALIZER, GROUP, LocalObjectReference,
-    ManagementPolicy, SubAccountDeletionPolicy, VERSION, is_paused,
+    ManagementPolicy, Ownership, SubAccountDeletionPolicy, VERSION, is_paused,
 };
 pub use conditions::Condition;
 pub use sendingdomain::{DnsRecord, SendingDomain, SendingDomainSpec, SendingDomainStatus};

@@ -5,7 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{DeletionPolicy, ManagementPolicy};
+use super::common::{DeletionPolicy, ManagementPolicy, Ownership};
 use super::conditions::Condition;
 
 /// Desired state of a sending domain. Maps to `POST /domain/sending` and
@@ -88,6 +88,11 @@ pub struct SendingDomainStatus {
     /// Sending domain id in the service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<i64>,
+    /// Whether the resource owns the object `id` names (`Owned`) or only observes it
+    /// (`Observed`, written by `ManagementPolicy::ObserveOnly`). Absent next to an `id`: written
+    /// by release 0.1, which owned what `id` names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<Ownership>,
     /// `status` list in the service, e.g. `["pending"]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub status: Vec<String>,

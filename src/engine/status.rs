@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::crd::{ApiKeyStatus, Condition, SendingDomainStatus, SubAccountStatus};
+use crate::crd::{ApiKeyStatus, Condition, Ownership, SendingDomainStatus, SubAccountStatus};
 
 /// A status with conditions, `observedGeneration` and the managed object's id.
 pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
@@ -17,10 +17,19 @@ pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
     fn observed_generation(&self) -> Option<i64>;
     /// Sets `status.observedGeneration`.
     fn set_observed_generation(&mut self, generation: Option<i64>);
-    /// Forgets `status.id` (the resource does not own the API object).
+    /// Forgets `status.id` and its ownership (the resource does not own the API object).
     fn clear_id(&mut self);
     /// `status.id`: the API object the resource manages.
     fn id(&self) -> Option<i64>;
+    /// `status.ownership`: whether the resource owns the object `status.id` names.
+    fn ownership(&self) -> Option<Ownership>;
+    /// Sets `status.ownership`.
+    fn set_ownership(&mut self, ownership: Option<Ownership>);
+    /// The id `status.id` records when the resource owns that object ([`Ownership::owns`]):
+    /// not one an `ObserveOnly` reconcile recorded.
+    fn owned_id(&self) -> Option<i64> {
+        self.id().filter(|_| Ownership::owns(self.ownership()))
+    }
     /// The pacing of the kind's repeated step ([`crate::engine::StepAction::VerifyTxt`]), for
     /// kinds that have one.
     fn pacing(&mut self) -> Option<Pacing<'_>> {
@@ -54,6 +63,13 @@ macro_rules! managed_status {
             }
             fn clear_id(&mut self) {
                 self.id = None;
+                self.ownership = None;
+            }
+            fn ownership(&self) -> Option<Ownership> {
+                self.ownership
+            }
+            fn set_ownership(&mut self, ownership: Option<Ownership>) {
+                self.ownership = ownership;
             }
             fn id(&self) -> Option<i64> {
                 self.id

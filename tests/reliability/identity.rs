@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use mailtarget_operator::api::{Client as ApiClient, ClientConfig, CreateApiKey, RetryPolicy};
-use mailtarget_operator::crd::{ApiKey, SendingDomain};
+use mailtarget_operator::crd::{ApiKey, Ownership, SendingDomain};
 use serde_json::{Value, json};
 
 use crate::common::{KEY, create, eventually, wait_deleted, wait_for};
@@ -416,9 +416,12 @@ async fn observing_an_unverified_domain_is_not_owning_it() {
         "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: seen}\nspec: {domain: seen.example, dkimPrivateKeySecretName: seen-dkim, managementPolicy: ObserveOnly}\n",
     )
     .await;
-    wait_for(&domains, "seen", "the domain observed", |d: &SendingDomain| {
-        d.status.as_ref().is_some_and(|s| s.id.is_some())
-    })
+    wait_for(
+        &domains,
+        "seen",
+        "the domain observed",
+        |d: &SendingDomain| d.status.as_ref().is_some_and(|s| s.id.is_some()),
+    )
     .await;
     domains
         .patch(
@@ -437,6 +440,44 @@ async fn observing_an_unverified_domain_is_not_owning_it() {
     .await;
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     assert!(secrets.get_opt("seen-dkim").await.unwrap().is_none());
+    rig.stop_operator().await;
+}
+
+/// Observing what the resource owns keeps it owned: a key the ApiKey created, observed for a
+/// while (`ObserveOnly`) and managed again (`Full`), stays its own: Ready, no stall, no create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observing_an_owned_object_keeps_it_owned() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    rig.start_operator(Duration::from_secs(300));
+    let keys: Api<ApiKey> = rig.api();
+    create(&keys, &key_yaml("own", &[])).await;
+    wait_for(&keys, "own", "Ready", ready_now).await;
+    let policy = |p: &str| Patch::Merge(json!({"spec": {"managementPolicy": p}}));
+    let owned = |k: &ApiKey| k.status.as_ref().and_then(|s| s.ownership) == Some(Ownership::Owned);
+    keys.patch("own", &PatchParams::default(), &policy("ObserveOnly"))
+        .await
+        .unwrap();
+    wait_for(
+        &keys,
+        "own",
+        "observed and still owned",
+        move |k: &ApiKey| {
+            ready_now(k)
+                && k.status.as_ref().and_then(|s| s.observed_generation) == k.metadata.generation
+                && owned(k)
+        },
+    )
+    .await;
+    rig.sim.clear_request_log();
+    keys.patch("own", &PatchParams::default(), &policy("Full"))
+        .await
+        .unwrap();
+    wait_for(&keys, "own", "Ready under Full again", move |k: &ApiKey| {
+        ready_now(k)
+            && k.status.as_ref().and_then(|s| s.observed_generation) == k.metadata.generation
+    })
+    .await;
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     rig.stop_operator().await;
 }
 
