@@ -27,7 +27,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
 use crate::engine::{ManagedKind, ManagedStatus};
-use crate::reconcile::{natural_key, validate};
+use crate::engine::{natural_key, validate};
 
 /// Longest wait for the controller's cache to hold its first complete list.
 const STORE_READY_TIMEOUT: Duration = Duration::from_secs(30);

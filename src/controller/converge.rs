@@ -24,10 +24,11 @@ use super::secrets::{self, Integrity, SecretError, SecretWrite};
 use super::status::Outcome;
 use crate::crd::conditions::now_rfc3339;
 use crate::crd::{Ownership, SubAccount};
+use crate::engine::MatchedBy;
 use crate::engine::driver::{self, ResourcePlan};
+use crate::engine::recovery::may_have_committed;
 use crate::engine::{ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, Summary};
-use crate::reconcile::execute::may_have_committed;
-use crate::reconcile::{MatchedBy, sendingdomain::verify_backoff};
+use crate::reconcile::sendingdomain::verify_backoff;
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written.

@@ -15,7 +15,7 @@ use super::managed::Failure;
 use crate::api::ApiError;
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::ManagedStatus;
-use crate::reconcile::{Found, Lookup, MatchedBy};
+use crate::engine::{Found, Lookup, MatchedBy};
 
 /// True when `lookup` on a list fetched before the reconcile began must be confirmed against a
 /// newer one ([`CachedList::doubt`]) before acting on it: no match (a create follows, and the

@@ -20,7 +20,7 @@ use super::context::{Context, FIELD_MANAGER};
 use crate::crd::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID, AdoptionPolicy,
 };
-use crate::reconcile::{Found, MatchedBy};
+use crate::engine::{Found, MatchedBy};
 
 /// The adoption policy in force for `obj`: its annotation, else the operator's default. An
 /// invalid annotation counts as none (validation reports it as `InvalidSpec` first).

@@ -86,7 +86,7 @@ impl<S: Clone> Failure<S> {
     }
 
     /// The same failure, marked as a create the service refused for certain (see
-    /// [`crate::reconcile::execute::may_have_committed`]).
+    /// [`crate::engine::recovery::may_have_committed`]).
     pub fn refused_create(mut self: Box<Self>) -> Box<Self> {
         self.create_refused = true;
         self
@@ -133,10 +133,10 @@ impl<S: Clone> Failure<S> {
     /// listing each field and what to fix. Some live in annotations (`external-id`,
     /// `adoption-policy`), which do not change the generation, so the resource is checked again
     /// at resync and on any change (validation costs no API call).
-    pub fn invalid_spec(problems: &[crate::reconcile::Problem], status: &S) -> Box<Self> {
+    pub fn invalid_spec(problems: &[crate::engine::Problem], status: &S) -> Box<Self> {
         Self::blocked(
             "InvalidSpec",
-            crate::reconcile::validate::describe(problems),
+            crate::engine::validate::describe(problems),
             status,
         )
     }

@@ -1,13 +1,13 @@
 //! The generic driver: matches a resource to its API object, plans its steps through its
 //! [`ManagedKind`], and executes them in order, each when its condition holds on what the
 //! service answered so far. A create is never repeated blindly: one without a definite answer
-//! is resolved by looking the object up by natural key (`reconcile::execute`).
+//! is resolved by looking the object up by natural key (`engine::recovery`).
 
 use super::{ManagedKind, Planned, PlannedStep, StepAction, StepOutcome, StepReport, target};
 use crate::api::{ApiError, Client};
-use crate::reconcile::execute::create_or_recover;
-use crate::reconcile::inventory::Inventory;
-use crate::reconcile::{Found, Lookup, validate};
+use crate::engine::inventory::Inventory;
+use crate::engine::recovery::create_or_recover;
+use crate::engine::{Found, Lookup, validate};
 
 /// A resource's validated spec and its plan.
 pub struct ResourcePlan<K: ManagedKind> {

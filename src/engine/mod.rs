@@ -10,20 +10,26 @@
 //! cluster-less `plan`/`apply`/`destroy` (`crate::offline`).
 
 pub mod driver;
+pub mod inventory;
 pub mod kinds;
+pub mod lookup;
+pub mod natural_key;
+pub mod recovery;
 mod status;
 mod step;
+pub mod validate;
 
 use std::future::Future;
 
 use secrecy::SecretString;
 
+pub use lookup::{Found, Lookup, MatchedBy};
 pub use status::{ManagedStatus, Pacing};
-pub use step::{Sent, Step, StepAction, StepOutcome, StepReport};
+pub use step::{FieldChange, Sent, Step, StepAction, StepOutcome, StepReport};
+pub use validate::Problem;
 
 use crate::api::{ApiError, Client};
-use crate::reconcile::inventory::Inventory;
-use crate::reconcile::{FieldChange, Found, Lookup, Problem};
+use crate::engine::inventory::Inventory;
 
 /// What a kind plans for one resource: the matched object, the steps in order, the field
 /// differences they correct, and differences the interface cannot correct (notes). `R` is the

@@ -110,3 +110,25 @@ pub struct StepReport {
     #[serde(flatten)]
     pub outcome: StepOutcome,
 }
+
+/// One field whose value in the service differs from the spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldChange {
+    /// Spec field path, e.g. `spec.permissionType`.
+    pub field: &'static str,
+    /// Value in the service (rendered for people; never a secret).
+    pub from: String,
+    /// Value in the spec.
+    pub to: String,
+}
+
+impl FieldChange {
+    /// A change of `field` from `from` to `to`, rendered with `Debug` quoting for strings.
+    pub fn new(field: &'static str, from: impl Into<String>, to: impl Into<String>) -> Self {
+        FieldChange {
+            field,
+            from: from.into(),
+            to: to.into(),
+        }
+    }
+}

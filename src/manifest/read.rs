@@ -337,7 +337,7 @@ fn read_document(
     };
     match resource {
         Ok(resource) => {
-            let problems = crate::reconcile::validate::problems(&resource);
+            let problems = crate::engine::validate::problems(&resource);
             if problems.is_empty() {
                 set.resources.push(Loaded {
                     source: source.clone(),
@@ -446,7 +446,7 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
                 });
             }
         }
-        let (field, natural_key) = crate::reconcile::validate::natural_key(r);
+        let (field, natural_key) = crate::engine::validate::natural_key(r);
         if let Some((first, first_id)) = natural.insert(
             (r.kind(), natural_key.clone()),
             (&loaded.source, id.clone()),

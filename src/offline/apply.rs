@@ -11,9 +11,10 @@ use super::{secrets, twins};
 use crate::api::{Client, SubAccountDetail};
 use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
+use crate::engine::{Found, MatchedBy, natural_key};
 use crate::engine::{ManagedKind, StepAction, StepOutcome, StepReport};
 use crate::files::SafeDir;
-use crate::reconcile::{Found, MatchedBy, natural_key, sendingdomain};
+use crate::reconcile::sendingdomain;
 
 /// How many resources of one kind are applied at once. The client's request budget
 /// (`--api-concurrency`, `--api-rps`) is the real limit; this only bounds the tasks waiting

@@ -11,10 +11,10 @@ use super::plan::{Entry, OfflinePlan, Step, entry_of};
 use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
+use crate::engine::inventory::Inventory;
+use crate::engine::validate;
 use crate::engine::{ManagedKind, StepAction};
 use crate::manifest::{Loaded, Resource};
-use crate::reconcile::inventory::Inventory;
-use crate::reconcile::validate;
 
 /// Plans the deletion of every resource of `resources` against the account (the three lists,
 /// no other read).

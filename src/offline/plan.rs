@@ -6,10 +6,11 @@ use serde::Serialize;
 use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
+use crate::engine::inventory::Inventory;
+use crate::engine::{FieldChange, MatchedBy, validate};
 use crate::engine::{ManagedKind, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
-use crate::reconcile::inventory::Inventory;
-use crate::reconcile::{FieldChange, MatchedBy, apikey, subaccount, validate};
+use crate::reconcile::{apikey, subaccount};
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]

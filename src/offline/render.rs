@@ -37,10 +37,10 @@ fn head(e: &Entry) -> String {
 
 fn matched(e: &Entry) -> String {
     match (e.id, e.matched_by) {
-        (Some(id), Some(crate::reconcile::MatchedBy::NaturalKey)) => {
+        (Some(id), Some(crate::engine::MatchedBy::NaturalKey)) => {
             format!(" (id {id}, adopted by name)")
         }
-        (Some(id), Some(crate::reconcile::MatchedBy::ExternalId)) => {
+        (Some(id), Some(crate::engine::MatchedBy::ExternalId)) => {
             format!(" (id {id}, adopted by external-id)")
         }
         (Some(id), _) => format!(" (id {id})"),

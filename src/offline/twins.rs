@@ -7,8 +7,8 @@
 
 use crate::api::Client;
 use crate::crd::ANNOTATION_EXTERNAL_ID;
+use crate::engine::Lookup;
 use crate::engine::ManagedKind;
-use crate::reconcile::Lookup;
 
 /// Lists the natural key of `d` again after this run created object `created`.
 ///

@@ -7,10 +7,11 @@ use crate::api::{ApiKeyDetail, ApiKeyListItem, CreateApiKey, UpdateApiKey};
 use crate::crd::subaccount::NamedId;
 use crate::crd::{ApiKey, ApiKeyStatus};
 
-use super::lookup::{self, Found, Lookup};
-use super::natural_key;
-use super::plan::{Action, FieldChange, Plan};
-use super::validate::{self, Problem};
+use super::plan::{Action, Plan};
+use crate::engine::FieldChange;
+use crate::engine::lookup::{self, Found, Lookup};
+use crate::engine::natural_key;
+use crate::engine::validate::{self, Problem};
 
 /// A validated ApiKey spec.
 #[derive(Clone, Debug, PartialEq)]
@@ -327,7 +328,7 @@ pub fn status_from_list_item(i: &ApiKeyListItem, old: &ApiKeyStatus) -> ApiKeySt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconcile::MatchedBy;
+    use crate::engine::MatchedBy;
 
     fn desired() -> Desired {
         Desired {

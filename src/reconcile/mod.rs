@@ -6,15 +6,8 @@
 //! nothing), and execute it through the API client.
 
 pub mod apikey;
-pub mod execute;
-pub mod inventory;
-pub mod lookup;
-pub mod natural_key;
 pub mod plan;
 pub mod sendingdomain;
 pub mod subaccount;
-pub mod validate;
 
-pub use lookup::{Found, Lookup, MatchedBy};
-pub use plan::{Action, FieldChange, Plan};
-pub use validate::Problem;
+pub use plan::{Action, Plan};

@@ -1,30 +1,6 @@
 //! What a reconcile decides to do for one resource: the pure output of "desired vs observed".
 
-use serde::Serialize;
-
-use super::lookup::Found;
-
-/// One field whose value in the service differs from the spec.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct FieldChange {
-    /// Spec field path, e.g. `spec.permissionType`.
-    pub field: &'static str,
-    /// Value in the service (rendered for people; never a secret).
-    pub from: String,
-    /// Value in the spec.
-    pub to: String,
-}
-
-impl FieldChange {
-    /// A change of `field` from `from` to `to`, rendered with `Debug` quoting for strings.
-    pub fn new(field: &'static str, from: impl Into<String>, to: impl Into<String>) -> Self {
-        FieldChange {
-            field,
-            from: from.into(),
-            to: to.into(),
-        }
-    }
-}
+use crate::engine::{FieldChange, Found};
 
 /// The action for one resource. `C` and `U` are the create and update request bodies.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,10 +7,11 @@ use std::time::Duration;
 use crate::api::{CreateSendingDomain, SendingDomainDetail, SendingDomainListItem};
 use crate::crd::{DnsRecord, SendingDomain, SendingDomainStatus};
 
-use super::lookup::{self, Found, Lookup};
-use super::natural_key;
-use super::plan::{Action, FieldChange, Plan};
-use super::validate::{self, Problem};
+use super::plan::{Action, Plan};
+use crate::engine::FieldChange;
+use crate::engine::lookup::{self, Found, Lookup};
+use crate::engine::natural_key;
+use crate::engine::validate::{self, Problem};
 
 /// `assignment` value that marks a shared domain (what `PUT /domain/sending/{id}/share` sets).
 pub const SHARED_ASSIGNMENT: &str = "shared";
@@ -267,7 +268,7 @@ pub fn list_item_from_detail(d: &SendingDomainDetail) -> SendingDomainListItem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconcile::MatchedBy;
+    use crate::engine::MatchedBy;
 
     fn desired(shared: bool) -> Desired {
         Desired {

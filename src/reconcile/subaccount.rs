@@ -5,10 +5,11 @@ use crate::api::{CreateSubAccount, SubAccountDetail, SubAccountListItem, UpdateS
 use crate::crd::subaccount::NamedId;
 use crate::crd::{InitialApiKey, SubAccount, SubAccountStatus};
 
-use super::lookup::{self, Found, Lookup};
-use super::natural_key;
-use super::plan::{Action, FieldChange, Plan};
-use super::validate::{self, Problem};
+use super::plan::{Action, Plan};
+use crate::engine::FieldChange;
+use crate::engine::lookup::{self, Found, Lookup};
+use crate::engine::natural_key;
+use crate::engine::validate::{self, Problem};
 
 /// Status written by `deletionPolicy: Deactivate` when `spec.deactivatedStatus` is unset.
 pub const DEFAULT_DEACTIVATED_STATUS: &str = "inactive";
@@ -283,7 +284,7 @@ mod tests {
         assert!(status_has_detail(&status, 5));
         assert!(!status_has_detail(&status, 6), "another sub account");
     }
-    use crate::reconcile::MatchedBy;
+    use crate::engine::MatchedBy;
 
     fn desired_named(name: &str) -> Desired {
         Desired {

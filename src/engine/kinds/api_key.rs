@@ -8,12 +8,13 @@ use crate::api::{
     ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, ListApiKeysQuery, UpdateApiKey,
 };
 use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy};
+use crate::engine::inventory::Inventory;
 use crate::engine::{
     Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
 };
+use crate::engine::{Found, Lookup, Problem};
+use crate::reconcile::Action;
 use crate::reconcile::apikey::{self, Desired, Observed};
-use crate::reconcile::inventory::Inventory;
-use crate::reconcile::{Action, Found, Lookup, Problem};
 
 /// The key of the key value in its Secret.
 pub const SECRET_KEY: &str = "apiKey";

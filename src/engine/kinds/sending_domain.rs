@@ -8,12 +8,13 @@ use crate::api::{
     SendingDomainListItem,
 };
 use crate::crd::{DeletionPolicy, SendingDomain, SendingDomainStatus};
+use crate::engine::inventory::Inventory;
 use crate::engine::{
     Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
 };
-use crate::reconcile::inventory::Inventory;
+use crate::engine::{Found, Lookup, Problem};
+use crate::reconcile::Action;
 use crate::reconcile::sendingdomain::{self, Desired, Observed, SHARED_ASSIGNMENT};
-use crate::reconcile::{Action, Found, Lookup, Problem};
 
 /// The key of the DKIM private key in its Secret.
 pub const DKIM_SECRET_KEY: &str = "dkimPrivateKey";

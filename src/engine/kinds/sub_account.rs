@@ -8,12 +8,13 @@ use crate::api::{
     UpdateSubAccount,
 };
 use crate::crd::{SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
+use crate::engine::inventory::Inventory;
 use crate::engine::{
     Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
 };
-use crate::reconcile::inventory::Inventory;
+use crate::engine::{Found, Lookup, Problem, natural_key};
+use crate::reconcile::Action;
 use crate::reconcile::subaccount::{self, Desired, Observed};
-use crate::reconcile::{Action, Found, Lookup, Problem, natural_key};
 
 /// The key of the first key's value in its Secret (the same as an ApiKey's).
 pub use super::api_key::SECRET_KEY;
