@@ -7,10 +7,11 @@ use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
+use crate::engine::kinds::api_key;
 use crate::engine::{FieldChange, MatchedBy, validate};
 use crate::engine::{ManagedKind, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
-use crate::reconcile::{apikey, subaccount};
+use crate::reconcile::subaccount;
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]
@@ -92,7 +93,7 @@ pub(crate) enum Step {
     /// An ApiKey; `plan` is `None` for a key created with its SubAccount in this apply (planned
     /// once that sub account exists).
     ApiKey {
-        desired: apikey::Desired,
+        desired: api_key::Desired,
         plan: Option<ResourcePlan<ApiKey>>,
         scope: KeyScope,
     },
@@ -354,7 +355,7 @@ async fn plan_key(
     inventory: &Inventory,
     e: &mut Entry,
 ) -> Result<Step, ApiError> {
-    let mut d = match apikey::desired(r) {
+    let mut d = match ApiKey::desired(r) {
         Ok(d) => d,
         Err(problems) => {
             e.error = Some(validate::describe(&problems));

@@ -5,7 +5,6 @@
 //! then the natural key), compute a [`plan::Plan`] (pure: create, update with the field diff, or
 //! nothing), and execute it through the API client.
 
-pub mod apikey;
 pub mod plan;
 pub mod sendingdomain;
 pub mod subaccount;
