@@ -28,7 +28,6 @@ use crate::engine::MatchedBy;
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::recovery::may_have_committed;
 use crate::engine::{ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, Summary};
-use crate::reconcile::sendingdomain::verify_backoff;
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written.
@@ -336,7 +335,7 @@ fn pace<K: ManagedKind>(
 /// call, capped at `--verify-max-interval`.
 fn backoff(ctx: &Context, attempts: u32) -> Duration {
     let settings = &ctx.settings;
-    verify_backoff(
+    crate::engine::Pacing::backoff(
         attempts,
         settings.verify_first_interval,
         settings.verify_max_interval,

@@ -3,6 +3,8 @@
 //! a step that repeats until the service says it is done (a sending domain's `verify-txt`), the
 //! pacing of that step.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
 use crate::crd::{ApiKeyStatus, Condition, Ownership, SendingDomainStatus, SubAccountStatus};
@@ -44,6 +46,17 @@ pub struct Pacing<'a> {
     pub attempts: &'a mut Option<u32>,
     /// When the last call was made, or the object created.
     pub last: &'a mut Option<String>,
+}
+
+impl Pacing<'_> {
+    /// The wait before the next call after `attempts` calls: `first` doubled per call, capped
+    /// at `max`. A domain is checked within seconds of creation, then less and less often.
+    pub fn backoff(attempts: u32, first: Duration, max: Duration) -> Duration {
+        first
+            .checked_mul(1u32 << attempts.min(20))
+            .unwrap_or(max)
+            .min(max)
+    }
 }
 
 macro_rules! managed_status {
@@ -88,3 +101,18 @@ macro_rules! managed_status {
     (@pacing $t:ident) => {};
 }
 managed_status!(SubAccountStatus, ApiKeyStatus, SendingDomainStatus);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Backoff starts within seconds, doubles, and stops at the cap.
+    #[test]
+    fn backoff_doubles_to_cap() {
+        let (first, max) = (Duration::from_secs(5), Duration::from_secs(600));
+        assert_eq!(Pacing::backoff(0, first, max), Duration::from_secs(5));
+        assert_eq!(Pacing::backoff(1, first, max), Duration::from_secs(10));
+        assert_eq!(Pacing::backoff(10, first, max), max);
+        assert_eq!(Pacing::backoff(u32::MAX, first, max), max);
+    }
+}

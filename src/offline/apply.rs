@@ -11,10 +11,10 @@ use super::{secrets, twins};
 use crate::api::{Client, SubAccountDetail};
 use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
+use crate::engine::kinds::sending_domain::records;
 use crate::engine::{Found, MatchedBy, natural_key};
 use crate::engine::{ManagedKind, StepAction, StepOutcome, StepReport};
 use crate::files::SafeDir;
-use crate::reconcile::sendingdomain;
 
 /// How many resources of one kind are applied at once. The client's request budget
 /// (`--api-concurrency`, `--api-rps`) is the real limit; this only bounds the tasks waiting
@@ -333,7 +333,7 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
     let namespace = plan.resources[i].namespace();
     let (mut o, detail) = apply_one(ctx, p, entry, namespace, None, true).await;
     if let Some(detail) = &detail {
-        o.dns_records = sendingdomain::dns_records(detail);
+        o.dns_records = records::dns_records(detail);
         o.verified = Some(o.dns_records.iter().all(|r| r.verified));
     }
     o

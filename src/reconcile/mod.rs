@@ -6,7 +6,6 @@
 //! nothing), and execute it through the API client.
 
 pub mod plan;
-pub mod sendingdomain;
 pub mod subaccount;
 
 pub use plan::{Action, Plan};

@@ -10,17 +10,73 @@ use crate::api::{
 use crate::crd::{DeletionPolicy, SendingDomain, SendingDomainStatus};
 use crate::engine::inventory::Inventory;
 use crate::engine::{
-    Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
+    Export, FieldChange, Found, Lookup, ManagedKind, Planned, PlannedStep, Problem, SecretRef,
+    Seen, Step, StepAction, Summary, lookup, natural_key, target, validate,
 };
-use crate::engine::{Found, Lookup, Problem};
-use crate::reconcile::Action;
-use crate::reconcile::sendingdomain::{self, Desired, Observed, SHARED_ASSIGNMENT};
+
+pub mod records;
+
+/// `assignment` value that marks a shared domain (what `PUT /domain/sending/{id}/share` sets).
+pub const SHARED_ASSIGNMENT: &str = "shared";
 
 /// The key of the DKIM private key in its Secret.
 pub const DKIM_SECRET_KEY: &str = "dkimPrivateKey";
 
 const WHEN_NOT_SHARED: &str = "the domain is not shared yet";
 const WHEN_UNVERIFIED: &str = "its SPF, DKIM and tracking records are not all verified yet";
+
+/// A validated SendingDomain spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    /// The domain (natural key).
+    pub domain: String,
+    /// `assignment` on create.
+    pub assignment: Option<String>,
+    /// `note` on create.
+    pub note: Option<String>,
+    /// Whether the domain must be shared.
+    pub shared: bool,
+    /// Secret receiving the DKIM private key, if any.
+    pub dkim_private_key_secret_name: Option<String>,
+    /// Id from the external-id annotation.
+    pub external_id: Option<i64>,
+}
+
+/// What the service holds for a sending domain.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// Id.
+    pub id: i64,
+    /// `domain`.
+    pub domain: String,
+    /// `assignment`.
+    pub assignment: String,
+    /// True when all three records are verified (from the flags of a detail, or the list
+    /// item's `status` of `verified`).
+    pub verified: bool,
+}
+
+impl From<&SendingDomainListItem> for Observed {
+    fn from(i: &SendingDomainListItem) -> Self {
+        Observed {
+            id: i.id,
+            domain: i.domain.clone(),
+            assignment: i.assignment.clone(),
+            verified: i.status == "verified",
+        }
+    }
+}
+
+impl From<&SendingDomainDetail> for Observed {
+    fn from(d: &SendingDomainDetail) -> Self {
+        Observed {
+            id: d.id,
+            domain: d.domain.clone(),
+            assignment: d.assignment.clone(),
+            verified: d.spf_verified && d.dkim_verified && d.cname_verified,
+        }
+    }
+}
 
 fn verified(d: &SendingDomainDetail) -> bool {
     d.spf_verified && d.dkim_verified && d.cname_verified
@@ -80,7 +136,20 @@ impl ManagedKind for SendingDomain {
     const NOUN: &'static str = "sending domain";
 
     fn desired(r: &SendingDomain) -> Result<Desired, Vec<Problem>> {
-        sendingdomain::desired(r)
+        let problems = validate::sending_domain(r);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Desired {
+            domain: r.spec.domain.clone(),
+            assignment: r.spec.assignment.clone(),
+            note: r.spec.note.clone(),
+            shared: r.spec.shared,
+            dkim_private_key_secret_name: r.spec.dkim_private_key_secret_name.clone(),
+            external_id: validate::external_id(r.metadata.annotations.as_ref())
+                .ok()
+                .flatten(),
+        })
     }
 
     fn natural_key(d: &Desired) -> &str {
@@ -101,7 +170,13 @@ impl ManagedKind for SendingDomain {
         status_id: Option<i64>,
         items: &'a [SendingDomainListItem],
     ) -> Lookup<'a, SendingDomainListItem> {
-        sendingdomain::lookup(d, external_id, status_id, items)
+        lookup::find(
+            items,
+            |i| i.id,
+            external_id,
+            status_id,
+            |i| natural_key::same_ignoring_case(&i.domain, &d.domain),
+        )
     }
 
     fn observe_item(item: &SendingDomainListItem) -> Observed {
@@ -112,27 +187,39 @@ impl ManagedKind for SendingDomain {
         Observed::from(detail)
     }
 
+    /// The only update is sharing; other differences are notes (the interface cannot change
+    /// them after create); `verify-txt` while the domain is not verified.
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
-        let p = sendingdomain::plan(d, found);
         let mut steps = Vec::new();
-        match &p.action {
-            Action::Create(req) => {
-                steps.push(step(Call::Create(req.clone())));
+        let mut changes = Vec::new();
+        let mut notes = Vec::new();
+        match found {
+            None => {
+                steps.push(step(Call::Create(CreateSendingDomain {
+                    domain: d.domain.clone(),
+                    assignment: d.assignment.clone(),
+                    note: d.note.clone(),
+                })));
                 if d.shared {
                     steps.push(step(Call::Share));
                 }
             }
-            Action::Update { .. } => steps.push(step(Call::Share)),
-            Action::Unchanged { .. } => {}
+            Some((_, observed)) => {
+                notes = immutable_differences(d, observed);
+                if d.shared && observed.assignment != SHARED_ASSIGNMENT {
+                    changes.push(FieldChange::new("spec.shared", "false", "true"));
+                    steps.push(step(Call::Share));
+                }
+            }
         }
         if !found.is_some_and(|(_, o)| o.verified) {
             steps.push(step(Call::VerifyTxt));
         }
         Ok(Planned {
-            found: p.found,
+            found: found.map(|(f, _)| f),
             steps,
-            changes: p.changes().to_vec(),
-            notes: p.notes,
+            changes,
+            notes,
         })
     }
 
@@ -224,7 +311,7 @@ impl ManagedKind for SendingDomain {
                 verify_attempts: old.verify_attempts,
                 last_verify_time: old.last_verify_time.clone(),
                 spf_suggestion: old.spf_suggestion.clone(),
-                ..sendingdomain::status_from_detail(d)
+                ..status_from_detail(d)
             },
             Seen::Item(i) => SendingDomainStatus {
                 id: Some(i.id),
@@ -256,7 +343,7 @@ impl ManagedKind for SendingDomain {
 
     fn summary(_d: &Desired, status: &SendingDomainStatus) -> Summary {
         let id = status.id.unwrap_or_default();
-        match sendingdomain::unverified_message(&status.dns_records) {
+        match records::unverified_message(&status.dns_records) {
             None if status.verified => Summary {
                 ready: true,
                 reason: "Verified",
@@ -284,7 +371,137 @@ impl ManagedKind for SendingDomain {
         }
     }
 
-    fn item_of(detail: &SendingDomainDetail) -> SendingDomainListItem {
-        sendingdomain::list_item_from_detail(detail)
+    /// `status` is `verified` when all three flags are true, else the detail's first status.
+    fn item_of(d: &SendingDomainDetail) -> SendingDomainListItem {
+        SendingDomainListItem {
+            id: d.id,
+            domain: d.domain.clone(),
+            assignment: d.assignment.clone(),
+            created_at: d.created_at,
+            status: if verified(d) {
+                "verified".into()
+            } else {
+                d.status
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "pending".into())
+            },
+            sub_account_id: d.sub_account_id,
+            sub_account_name: d.sub_account_name.clone(),
+            types: d.types.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The differences between `d` and `observed` that the interface cannot correct, for people.
+fn immutable_differences(d: &Desired, observed: &Observed) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !observed.domain.eq_ignore_ascii_case(&d.domain) {
+        notes.push(format!(
+            "the API object {} is for domain \"{}\", not \"{}\"; remove the external-id annotation or point it at the right id",
+            observed.id, observed.domain, d.domain
+        ));
+    }
+    let is_shared = observed.assignment == SHARED_ASSIGNMENT;
+    if let Some(want) = &d.assignment
+        && !d.shared
+        && !is_shared
+        && want != &observed.assignment
+    {
+        notes.push(format!(
+            "spec.assignment is \"{want}\" but the service has \"{}\"; the interface cannot change it after creation (recreate the domain to change it)",
+            observed.assignment
+        ));
+    }
+    if !d.shared && is_shared {
+        notes.push(
+            "spec.shared is false but the domain is shared; the interface has no way to unshare it"
+                .into(),
+        );
+    }
+    notes
+}
+
+/// Status fields mirrored from the detail (never the DKIM private key).
+fn status_from_detail(d: &SendingDomainDetail) -> SendingDomainStatus {
+    let records = records::dns_records(d);
+    SendingDomainStatus {
+        id: Some(d.id),
+        status: d.status.clone(),
+        types: d.types.clone(),
+        assignment: Some(d.assignment.clone()),
+        sub_account_id: Some(d.sub_account_id),
+        verified: records.iter().all(|r| r.verified),
+        dns_records: records,
+        dkim_selector: Some(d.dkim_selector.clone()),
+        dkim_public_key: Some(d.dkim_public_key.clone()),
+        tracking_domain: (!d.tracking_domain_name.is_empty())
+            .then(|| d.tracking_domain_name.clone()),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::MatchedBy;
+
+    fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Planned<Call> {
+        <SendingDomain as ManagedKind>::plan(d, found).unwrap()
+    }
+
+    fn calls(p: &Planned<Call>) -> Vec<Call> {
+        p.steps.iter().map(|s| s.request.clone()).collect()
+    }
+
+    fn desired(shared: bool) -> Desired {
+        Desired {
+            domain: "example.com".into(),
+            assignment: None,
+            note: None,
+            shared,
+            dkim_private_key_secret_name: None,
+            external_id: None,
+        }
+    }
+
+    const FOUND: Found = Found {
+        id: 4,
+        matched_by: MatchedBy::NaturalKey,
+    };
+
+    /// Sharing is the one update; an already shared domain is left alone.
+    #[test]
+    fn share_once() {
+        let mut o = Observed {
+            id: 4,
+            domain: "example.com".into(),
+            assignment: "company".into(),
+            verified: false,
+        };
+        o.verified = true;
+        assert_eq!(
+            calls(&plan(&desired(true), Some((FOUND, &o)))),
+            [Call::Share]
+        );
+        o.assignment = SHARED_ASSIGNMENT.into();
+        assert!(calls(&plan(&desired(true), Some((FOUND, &o)))).is_empty());
+    }
+
+    /// A difference the interface cannot fix is reported, not written.
+    #[test]
+    fn immutable_difference_is_a_note() {
+        let mut d = desired(false);
+        d.assignment = Some("dedicated".into());
+        let o = Observed {
+            id: 4,
+            domain: "example.com".into(),
+            assignment: "company".into(),
+            verified: true,
+        };
+        let p = plan(&d, Some((FOUND, &o)));
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert_eq!(p.notes.len(), 1);
     }
 }
