@@ -7,7 +7,6 @@
 //! - [`crd`]: the custom resource types (SubAccount, ApiKey, SendingDomain).
 //! - [`manifest`]: reading and validating manifest files.
 //! - [`engine`]: the managed-resource engine: one implementation per kind, one driver.
-//! - [`reconcile`]: per-kind validation, lookup and plans not yet moved into [`engine`].
 //! - [`offline`]: `plan`/`apply`/`destroy` of manifest files without a cluster.
 //! - [`files`]: the one file writer (no symbolic link followed, temp file then rename).
 //! - [`text`]: text from outside (manifests, file names, the service) made safe to print.
@@ -21,6 +20,5 @@ pub mod failpoints;
 pub mod files;
 pub mod manifest;
 pub mod offline;
-pub mod reconcile;
 pub mod simulator;
 pub mod text;

@@ -154,6 +154,16 @@ pub struct NamedId {
     pub name: String,
 }
 
+impl NamedId {
+    /// The entry for object `id` called `name`.
+    pub fn new(id: i64, name: &str) -> Self {
+        NamedId {
+            id,
+            name: name.to_string(),
+        }
+    }
+}
+
 impl SubAccount {
     /// The sub account name in the service: `spec.name`, else `metadata.name`.
     pub fn service_name(&self) -> &str {

@@ -8,10 +8,10 @@ use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::kinds::api_key;
+use crate::engine::kinds::sub_account;
 use crate::engine::{FieldChange, MatchedBy, validate};
 use crate::engine::{ManagedKind, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
-use crate::reconcile::subaccount;
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]
@@ -327,7 +327,7 @@ async fn plan_sub_account(
             loaded.resource.namespace().to_string(),
             loaded.resource.name().to_string(),
             plan.planned.found.map(|f| f.id),
-            subaccount::initial_key_name(&plan.desired),
+            sub_account::initial_key_name(&plan.desired),
         )),
         _ => None,
     };

@@ -351,13 +351,8 @@ impl ManagedKind for ApiKey {
                 sub_account_id: Some(d.sub_account_id),
                 sub_account_name: Some(d.sub_account_name.clone()),
                 permission_type: Some(d.permission_type.clone()),
-                permissions: d
-                    .permissions
-                    .iter()
-                    .map(|p| NamedId {
-                        id: p.id,
-                        name: p.name.clone(),
-                    })
+                permissions: (d.permissions.iter())
+                    .map(|p| NamedId::new(p.id, &p.name))
                     .collect(),
                 allowed_ips: parse_allowed_ip(&d.allowed_ip)
                     .iter()

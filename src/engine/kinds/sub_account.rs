@@ -7,17 +7,83 @@ use crate::api::{
     ApiError, Client, CreateSubAccount, ListSubAccountsQuery, SubAccountDetail, SubAccountListItem,
     UpdateSubAccount,
 };
-use crate::crd::{SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
+use crate::crd::subaccount::NamedId;
+use crate::crd::{InitialApiKey, SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
 use crate::engine::inventory::Inventory;
 use crate::engine::{
-    Export, ManagedKind, Planned, PlannedStep, SecretRef, Seen, Step, StepAction, Summary, target,
+    Export, FieldChange, Found, Lookup, ManagedKind, Planned, PlannedStep, Problem, SecretRef,
+    Seen, Step, StepAction, Summary, lookup, natural_key, target, validate,
 };
-use crate::engine::{Found, Lookup, Problem, natural_key};
-use crate::reconcile::Action;
-use crate::reconcile::subaccount::{self, Desired, Observed};
 
 /// The key of the first key's value in its Secret (the same as an ApiKey's).
 pub use super::api_key::SECRET_KEY;
+
+/// Status written by `deletionPolicy: Deactivate` when `spec.deactivatedStatus` is unset.
+pub const DEFAULT_DEACTIVATED_STATUS: &str = "inactive";
+
+/// A validated SubAccount spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    /// Sub account name (natural key).
+    pub name: String,
+    /// Desired `status`, when managed.
+    pub status: Option<String>,
+    /// Desired `ipPoolId`, when managed.
+    pub ip_pool_id: Option<i64>,
+    /// First key to create with the sub account.
+    pub initial_key: Option<InitialApiKey>,
+    /// Id from the external-id annotation.
+    pub external_id: Option<i64>,
+}
+
+/// What the service holds for a sub account. `ip_pool_id` is `None` when read from a list item,
+/// which does not carry it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    /// Id.
+    pub id: i64,
+    /// `name` / `subAccountName`.
+    pub name: String,
+    /// `status`.
+    pub status: String,
+    /// `ipPoolId`, when known.
+    pub ip_pool_id: Option<i64>,
+}
+
+impl From<&SubAccountListItem> for Observed {
+    fn from(i: &SubAccountListItem) -> Self {
+        Observed {
+            id: i.id,
+            name: i.name.clone(),
+            status: i.status.clone(),
+            ip_pool_id: None,
+        }
+    }
+}
+
+impl From<&SubAccountDetail> for Observed {
+    fn from(d: &SubAccountDetail) -> Self {
+        Observed {
+            id: d.id,
+            name: d.sub_account_name.clone(),
+            status: d.status.clone(),
+            ip_pool_id: Some(d.ip_pool_id),
+        }
+    }
+}
+
+impl Observed {
+    /// The list item `i` with `ipPoolId` as `status` last recorded it (from a detail read or
+    /// an update's answer) when `status` describes this same sub account (`status.id == i.id`);
+    /// otherwise `ip_pool_id` is unknown (`None`) and not compared.
+    pub fn last_known(i: &SubAccountListItem, status: &SubAccountStatus) -> Self {
+        let mut o = Observed::from(i);
+        if status.id == Some(i.id) {
+            o.ip_pool_id = status.ip_pool_id;
+        }
+        o
+    }
+}
 
 /// The calls of a sub account.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,7 +135,19 @@ impl ManagedKind for SubAccount {
     const NOUN: &'static str = "sub account";
 
     fn desired(r: &SubAccount) -> Result<Desired, Vec<Problem>> {
-        subaccount::desired(r)
+        let problems = validate::sub_account(r);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Desired {
+            name: r.service_name().to_string(),
+            status: r.spec.status.clone(),
+            ip_pool_id: r.spec.ip_pool_id,
+            initial_key: r.spec.api_key.clone(),
+            external_id: validate::external_id(r.metadata.annotations.as_ref())
+                .ok()
+                .flatten(),
+        })
     }
 
     fn natural_key(d: &Desired) -> &str {
@@ -90,11 +168,18 @@ impl ManagedKind for SubAccount {
         status_id: Option<i64>,
         items: &'a [SubAccountListItem],
     ) -> Lookup<'a, SubAccountListItem> {
-        subaccount::lookup(d, external_id, status_id, items)
+        lookup::find(
+            items,
+            |i| i.id,
+            external_id,
+            status_id,
+            |i| natural_key::same_ignoring_case(&i.name, &d.name),
+        )
     }
 
+    /// The list item lacks `ipPoolId`.
     fn needs_detail(d: &Desired) -> bool {
-        subaccount::needs_detail(d)
+        d.ip_pool_id.is_some()
     }
 
     fn observe_item(item: &SubAccountListItem) -> Observed {
@@ -106,28 +191,50 @@ impl ManagedKind for SubAccount {
     }
 
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
-        let p = subaccount::plan(d, found);
-        let steps = match &p.action {
-            Action::Create(req) => vec![create_step(req.clone())],
-            Action::Update {
-                request, changes, ..
-            } => {
-                let mut s = Step::new(StepAction::Update, "PUT /sub-account/{id}");
-                for c in changes {
-                    s = s.sends(c.field, &c.to, false);
-                }
-                vec![PlannedStep {
-                    step: s,
-                    request: Call::Update(request.clone()),
-                }]
-            }
-            Action::Unchanged { .. } => Vec::new(),
+        let Some((found, observed)) = found else {
+            return Ok(Planned {
+                found: None,
+                steps: vec![create_step(create_request(d))],
+                changes: Vec::new(),
+                notes: Vec::new(),
+            });
         };
+        // Only fields that differ and are known go into the update body.
+        let mut changes = Vec::new();
+        let mut request = UpdateSubAccount::default();
+        if observed.name != d.name {
+            changes.push(FieldChange::new("spec.name", &observed.name, &d.name));
+            request.name = Some(d.name.clone());
+        }
+        if let Some(status) = &d.status
+            && &observed.status != status
+        {
+            changes.push(FieldChange::new("spec.status", &observed.status, status));
+            request.status = Some(status.clone());
+        }
+        if let (Some(want), Some(have)) = (d.ip_pool_id, observed.ip_pool_id)
+            && want != have
+        {
+            let (from, to) = (have.to_string(), want.to_string());
+            changes.push(FieldChange::new("spec.ipPoolId", from, to));
+            request.ip_pool_id = Some(want);
+        }
+        let mut steps = Vec::new();
+        if !changes.is_empty() {
+            let mut s = Step::new(StepAction::Update, "PUT /sub-account/{id}");
+            for c in &changes {
+                s = s.sends(c.field, &c.to, false);
+            }
+            steps.push(PlannedStep {
+                step: s,
+                request: Call::Update(request),
+            });
+        }
         Ok(Planned {
-            found: p.found,
+            found: Some(found),
             steps,
-            changes: p.changes().to_vec(),
-            notes: p.notes,
+            changes,
+            notes: Vec::new(),
         })
     }
 
@@ -158,8 +265,12 @@ impl ManagedKind for SubAccount {
         if r.spec.deletion_policy != SubAccountDeletionPolicy::Deactivate {
             return None;
         }
-        let request = subaccount::deactivate_request(r);
-        let status = request.status.clone().unwrap_or_default();
+        let status = (r.spec.deactivated_status.clone())
+            .unwrap_or_else(|| DEFAULT_DEACTIVATED_STATUS.into());
+        let request = UpdateSubAccount {
+            status: Some(status.clone()),
+            ..Default::default()
+        };
         Some(PlannedStep {
             step: Step::new(StepAction::Update, "PUT /sub-account/{id}").sends(
                 "spec.deactivatedStatus",
@@ -194,7 +305,7 @@ impl ManagedKind for SubAccount {
 
     /// The first key's value, from the sub account's keys (a read lists them with their values).
     fn exports(d: &Desired, detail: &SubAccountDetail) -> Result<Vec<Export>, String> {
-        let (Some(key), Some(name)) = (&d.initial_key, subaccount::initial_key_name(d)) else {
+        let (Some(key), Some(name)) = (&d.initial_key, initial_key_name(d)) else {
             return Ok(Vec::new());
         };
         match detail
@@ -223,8 +334,30 @@ impl ManagedKind for SubAccount {
         seen: Seen<'_, SubAccountListItem, SubAccountDetail>,
     ) -> SubAccountStatus {
         let mut status = match seen {
-            Seen::Detail(d) => subaccount::status_from_detail(d),
-            Seen::Item(i) => subaccount::status_from_list_item(i, old),
+            // `status.apiKeys` lists ids and names only.
+            Seen::Detail(d) => SubAccountStatus {
+                id: Some(d.id),
+                name: Some(d.sub_account_name.clone()),
+                status: Some(d.status.clone()),
+                ip_pool_id: Some(d.ip_pool_id),
+                ip_pool_name: Some(d.ip_pool_name.clone()),
+                created_at: Some(d.created_at),
+                api_keys: (d.api_keys.iter())
+                    .map(|k| NamedId::new(k.id, &k.name))
+                    .collect(),
+                domains: (d.domains.iter())
+                    .map(|x| NamedId::new(x.id, &x.domain))
+                    .collect(),
+                ..Default::default()
+            },
+            // The fields a list item lacks are kept.
+            Seen::Item(i) => SubAccountStatus {
+                id: Some(i.id),
+                name: Some(i.name.clone()),
+                status: Some(i.status.clone()),
+                created_at: Some(i.created_at),
+                ..old.clone()
+            },
         };
         status.conditions = old.conditions.clone();
         status.observed_generation = old.observed_generation;
@@ -236,7 +369,8 @@ impl ManagedKind for SubAccount {
         status: &SubAccountStatus,
         item: &SubAccountListItem,
     ) -> bool {
-        subaccount::status_has_detail(status, item.id)
+        // `ipPoolId` is set only from a detail.
+        status.id == Some(item.id) && status.ip_pool_id.is_some()
     }
 
     fn observe_known(item: &SubAccountListItem, status: &SubAccountStatus) -> Observed {
@@ -251,7 +385,138 @@ impl ManagedKind for SubAccount {
         }
     }
 
-    fn item_of(detail: &SubAccountDetail) -> SubAccountListItem {
-        subaccount::list_item_from_detail(detail)
+    fn item_of(d: &SubAccountDetail) -> SubAccountListItem {
+        SubAccountListItem {
+            id: d.id,
+            name: d.sub_account_name.clone(),
+            status: d.status.clone(),
+            created_at: d.created_at,
+        }
+    }
+}
+
+/// The body of `POST /sub-account` for `d`, including the first key when asked.
+fn create_request(d: &Desired) -> CreateSubAccount {
+    let mut req = CreateSubAccount {
+        name: Some(d.name.clone()),
+        status: d.status.clone(),
+        ip_pool_id: d.ip_pool_id,
+        ..Default::default()
+    };
+    if let Some(key) = &d.initial_key {
+        req.create_api_key = Some(true);
+        req.api_key_name = initial_key_name(d);
+        req.permission_type = key.permission_type.clone();
+        req.permission_ids = (!key.permission_ids.is_empty()).then(|| key.permission_ids.clone());
+        req.allowed_ips = (!key.allowed_ips.is_empty()).then(|| key.allowed_ips.join(","));
+    }
+    req
+}
+
+/// The name of the first key in the service: `spec.apiKey.name`, else the sub account name.
+pub fn initial_key_name(d: &Desired) -> Option<String> {
+    d.initial_key
+        .as_ref()
+        .map(|k| k.name.clone().unwrap_or_else(|| d.name.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::MatchedBy;
+
+    fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Planned<Call> {
+        <SubAccount as ManagedKind>::plan(d, found).unwrap()
+    }
+
+    fn status_has_detail(status: &SubAccountStatus, id: i64) -> bool {
+        let item = SubAccountListItem {
+            id,
+            name: String::new(),
+            status: String::new(),
+            created_at: 0,
+        };
+        <SubAccount as ManagedKind>::status_has_detail(&desired_named("x"), status, &item)
+    }
+
+    /// `ipPoolId` in status comes only from a detail: without it, status does not hold the
+    /// detail; with it, a spec change is planned against it.
+    #[test]
+    fn status_detail_is_known_by_its_ip_pool() {
+        let mut status = SubAccountStatus {
+            id: Some(5),
+            ..Default::default()
+        };
+        assert!(!status_has_detail(&status, 5));
+        status.ip_pool_id = Some(2);
+        assert!(status_has_detail(&status, 5));
+        assert!(!status_has_detail(&status, 6), "another sub account");
+    }
+
+    fn desired_named(name: &str) -> Desired {
+        Desired {
+            name: name.into(),
+            status: Some("active".into()),
+            ip_pool_id: Some(2),
+            initial_key: None,
+            external_id: None,
+        }
+    }
+
+    fn found(id: i64) -> Found {
+        Found {
+            id,
+            matched_by: MatchedBy::StatusId,
+        }
+    }
+
+    /// Only fields that differ and are known go into the update body.
+    #[test]
+    fn update_carries_only_changed_fields() {
+        let d = desired_named("team-a");
+        let observed = Observed {
+            id: 7,
+            name: "team-a".into(),
+            status: "inactive".into(),
+            ip_pool_id: Some(2),
+        };
+        let p = plan(&d, Some((found(7), &observed)));
+        let want = Call::Update(UpdateSubAccount {
+            status: Some("active".into()),
+            ..Default::default()
+        });
+        let calls: Vec<&Call> = p.steps.iter().map(|s| &s.request).collect();
+        assert_eq!(calls, [&want]);
+        assert_eq!(p.changes.len(), 1);
+    }
+
+    /// A list item (no ipPoolId) never causes an ipPoolId update; equal fields mean no write.
+    #[test]
+    fn unknown_fields_are_not_changed() {
+        let d = desired_named("team-a");
+        let observed = Observed {
+            id: 7,
+            name: "team-a".into(),
+            status: "active".into(),
+            ip_pool_id: None,
+        };
+        assert!(plan(&d, Some((found(7), &observed))).steps.is_empty());
+    }
+
+    /// A missing sub account is created with its first key.
+    #[test]
+    fn create_includes_first_key() {
+        let mut d = desired_named("team-a");
+        d.initial_key = Some(InitialApiKey {
+            allowed_ips: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            secret_name: "s".into(),
+            ..Default::default()
+        });
+        let Call::Create(req) = &plan(&d, None).steps[0].request else {
+            panic!("expected create")
+        };
+        assert_eq!(req.create_api_key, Some(true));
+        assert_eq!(req.api_key_name.as_deref(), Some("team-a"));
+        assert_eq!(req.allowed_ips.as_deref(), Some("10.0.0.1,10.0.0.2"));
     }
 }
