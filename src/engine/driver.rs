@@ -60,9 +60,15 @@ pub async fn plan<K: ManagedKind>(
     r: &K::Resource,
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
-    let desired =
-        K::desired(r).map_err(|problems| PlanError::Blocked(validate::describe(&problems)))?;
+    let desired = desired::<K>(r)?;
     plan_desired(client, desired, K::items(inventory)).await
+}
+
+/// The validated spec of `r`.
+///
+/// Errors: [`PlanError::Blocked`] naming every problem of the spec.
+pub fn desired<K: ManagedKind>(r: &K::Resource) -> Result<K::Desired, PlanError> {
+    K::desired(r).map_err(|problems| PlanError::Blocked(validate::describe(&problems)))
 }
 
 /// [`plan`] for a validated spec, against `items`.
@@ -199,8 +205,7 @@ pub fn plan_deletion<K: ManagedKind>(
     r: &K::Resource,
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
-    let desired =
-        K::desired(r).map_err(|problems| PlanError::Blocked(validate::describe(&problems)))?;
+    let desired = desired::<K>(r)?;
     plan_deletion_of(r, desired, inventory)
 }
 

@@ -12,7 +12,6 @@ use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::validate;
 use crate::engine::{ManagedKind, StepAction};
 use crate::manifest::{Loaded, Resource};
 
@@ -24,34 +23,31 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
     let inventory = Inventory::load(client).await?;
     let mut entries = Vec::with_capacity(resources.len());
     let mut steps = Vec::with_capacity(resources.len());
-    // The sub accounts the manifests name, by namespace and name: keys inside them are looked
-    // up in their scope.
-    let mut sub_ids: Vec<(&str, &str, i64)> = Vec::new();
-    for loaded in resources {
-        if let Resource::SubAccount(r) = &loaded.resource
-            && let Ok(plan) = driver::plan_deletion::<SubAccount>(r, &inventory)
-            && let Some(found) = plan.planned.found
-        {
-            sub_ids.push((
-                loaded.resource.namespace(),
-                loaded.resource.name(),
-                found.id,
-            ));
-        }
-    }
-    for loaded in resources {
+    // Sub accounts first (planned once): keys inside them are looked up in their scope, found
+    // by the namespace and name of their SubAccount.
+    let sub_plans: Vec<Option<Result<ResourcePlan<SubAccount>, PlanError>>> = resources
+        .iter()
+        .map(|l| match &l.resource {
+            Resource::SubAccount(r) => Some(driver::plan_deletion(r, &inventory)),
+            _ => None,
+        })
+        .collect();
+    let sub_ids: Vec<(&str, &str, i64)> = resources
+        .iter()
+        .zip(&sub_plans)
+        .filter_map(|(l, p)| {
+            let found = p.as_ref()?.as_ref().ok()?.planned.found?;
+            Some((l.resource.namespace(), l.resource.name(), found.id))
+        })
+        .collect();
+    for (loaded, sub_plan) in resources.iter().zip(sub_plans) {
         let mut e = entry_of(loaded);
-        let step = match &loaded.resource {
-            Resource::SubAccount(r) => planned(
-                &mut e,
-                driver::plan_deletion(r, &inventory),
-                Step::SubAccount,
-            ),
-            Resource::ApiKey(r) => {
+        let step = match (&loaded.resource, sub_plan) {
+            (Resource::SubAccount(_), Some(result)) => planned(&mut e, result, Step::SubAccount),
+            (Resource::SubAccount(_), None) => unreachable!("every SubAccount is planned above"),
+            (Resource::ApiKey(r), _) => {
                 let ns = loaded.resource.namespace();
-                let result = ApiKey::desired(r)
-                    .map_err(|p| PlanError::Blocked(validate::describe(&p)))
-                    .and_then(|mut d| {
+                let result = driver::desired::<ApiKey>(r).and_then(|mut d| {
                         if let Some(sub) = &d.sub_account_ref {
                             let Some((_, _, id)) =
                                 sub_ids.iter().find(|(n, m, _)| *n == ns && m == sub)
@@ -70,7 +66,7 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
                     scope: super::plan::KeyScope::Company,
                 })
             }
-            Resource::SendingDomain(r) => planned(
+            (Resource::SendingDomain(r), _) => planned(
                 &mut e,
                 driver::plan_deletion(r, &inventory),
                 Step::SendingDomain,
