@@ -6,7 +6,7 @@ use futures::{StreamExt, stream};
 use secrecy::SecretString;
 use serde::Serialize;
 
-use super::plan::{Entry, KeyScope, OfflinePlan, Step, Summary};
+use super::plan::{Entry, OfflinePlan, Step, Summary};
 use super::{secrets, twins};
 use crate::api::{Client, SubAccountDetail};
 use crate::crd::{ApiKey, DnsRecord};
@@ -143,7 +143,7 @@ pub async fn run(
     }
     let sub_details = &sub_details;
 
-    let keys = indexed(|s| matches!(s, Step::ApiKey { .. }));
+    let keys = indexed(|s| matches!(s, Step::ApiKey(_) | Step::KeyOfNewSubAccount { .. }));
     let done: Vec<(usize, Outcome)> = stream::iter(keys)
         .map(|i| async move { (i, apply_api_key(ctx, plan, i, sub_details).await) })
         .buffered(PARALLEL)
@@ -264,26 +264,18 @@ async fn apply_api_key(
     i: usize,
     subs: &[(String, String, SubAccountDetail)],
 ) -> Outcome {
-    let (
-        Step::ApiKey {
-            desired,
-            plan: p,
-            scope,
-        },
-        entry,
-    ) = (&plan.steps[i], &plan.entries[i])
-    else {
-        return outcome(&plan.entries[i], "skipped");
-    };
     let namespace = plan.resources[i].namespace();
     let want = ctx.secrets_dir.is_some();
-    if let Some(p) = p {
-        return apply_one(ctx, p, entry, namespace, None, want).await.0;
-    }
-    // A key created with its SubAccount in this apply: planned now that the sub account exists.
-    let KeyScope::CreatedWith(sub) = scope else {
-        return failed(entry, "no plan for this key");
+    let entry = &plan.entries[i];
+    let (desired, sub) = match &plan.steps[i] {
+        Step::ApiKey(p) => return apply_one(ctx, p, entry, namespace, None, want).await.0,
+        Step::KeyOfNewSubAccount {
+            desired,
+            sub_account,
+        } => (desired, sub_account),
+        _ => return outcome(entry, "skipped"),
     };
+    // A key created with its SubAccount in this apply: planned now that the sub account exists.
     let Some((_, _, detail)) = subs.iter().find(|(ns, n, _)| ns == namespace && n == sub) else {
         return failed(entry, format!("SubAccount \"{sub}\" was not applied"));
     };

@@ -60,11 +60,7 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
                         }
                         driver::plan_deletion_of::<ApiKey>(r, d, &inventory)
                     });
-                planned(&mut e, result, |plan| Step::ApiKey {
-                    desired: plan.desired.clone(),
-                    plan: Some(plan),
-                    scope: super::plan::KeyScope::Company,
-                })
+                planned(&mut e, result, Step::ApiKey)
             }
             (Resource::SendingDomain(r), _) => planned(
                 &mut e,
@@ -121,7 +117,7 @@ pub async fn run(client: &Client, plan: &OfflinePlan) -> ApplyReport {
     };
     let rank = |s: &Step| match s {
         Step::SendingDomain(_) => 0,
-        Step::ApiKey { .. } => 1,
+        Step::ApiKey(_) => 1,
         _ => 2,
     };
     let mut order: Vec<usize> = (0..plan.steps.len()).collect();
@@ -140,9 +136,7 @@ pub async fn run(client: &Client, plan: &OfflinePlan) -> ApplyReport {
                 },
             ),
             Step::SubAccount(p) => apply_one::<SubAccount>(&ctx, p, e, ns, None, false).await.0,
-            Step::ApiKey { plan: Some(p), .. } => {
-                apply_one::<ApiKey>(&ctx, p, e, ns, None, false).await.0
-            }
+            Step::ApiKey(p) => apply_one::<ApiKey>(&ctx, p, e, ns, None, false).await.0,
             Step::SendingDomain(p) => {
                 apply_one::<SendingDomain>(&ctx, p, e, ns, None, false)
                     .await

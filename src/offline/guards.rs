@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::plan::{Entry, KeyScope, Step};
+use super::plan::{Entry, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::manifest::Resource;
 
@@ -92,9 +92,8 @@ fn skip_keys_of_skipped_sub_accounts(
         .map(|(r, _)| (r.namespace().to_string(), r.name().to_string()))
         .collect();
     for ((e, step), r) in entries.iter_mut().zip(steps.iter_mut()).zip(resources) {
-        if let Step::ApiKey {
-            scope: KeyScope::CreatedWith(sub),
-            ..
+        if let Step::KeyOfNewSubAccount {
+            sub_account: sub, ..
         } = step
             && skipped.contains(&(r.namespace().to_string(), sub.clone()))
         {

@@ -90,29 +90,17 @@ fn is_zero(n: &usize) -> bool {
 #[derive(Clone, Debug)]
 pub(crate) enum Step {
     SubAccount(ResourcePlan<SubAccount>),
-    /// An ApiKey; `plan` is `None` for a key created with its SubAccount in this apply (planned
-    /// once that sub account exists).
-    ApiKey {
+    ApiKey(ResourcePlan<ApiKey>),
+    /// The first key of a sub account this apply creates (named in that SubAccount's
+    /// `spec.apiKey`): planned once the sub account exists.
+    KeyOfNewSubAccount {
         desired: api_key::Desired,
-        plan: Option<ResourcePlan<ApiKey>>,
-        scope: KeyScope,
+        sub_account: String,
     },
     SendingDomain(ResourcePlan<SendingDomain>),
     Invalid,
     /// Paused or `ObserveOnly`: nothing to execute (see [`super::guards`]).
     Skip,
-}
-
-/// Where an ApiKey lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum KeyScope {
-    /// A company key.
-    Company,
-    /// A key of an existing sub account.
-    SubAccount(i64),
-    /// The first key of a sub account created by this apply (named in that SubAccount's
-    /// `spec.apiKey`): adopted once the sub account exists.
-    CreatedWith(String),
 }
 
 /// A whole plan: entries in manifest order plus the typed steps.
@@ -362,52 +350,38 @@ async fn plan_key(
             return Ok(Step::Invalid);
         }
     };
-    let scope = match &d.sub_account_ref {
-        None => KeyScope::Company,
-        Some(name) => {
-            let ns = loaded.resource.namespace();
-            match sub_accounts
-                .iter()
-                .find(|(n, m, _, _)| n == ns && m == name)
-            {
-                Some((_, _, Some(id), _)) => KeyScope::SubAccount(*id),
-                Some((_, _, None, initial)) if initial.as_deref() == Some(d.name.as_str()) => {
-                    KeyScope::CreatedWith(name.clone())
-                }
-                Some((_, _, None, _)) => {
-                    e.error = Some(format!(
-                        "SubAccount \"{name}\" is to be created and its spec.apiKey does not name a key \"{}\"; the interface creates keys inside a sub account only with the sub account",
-                        d.name
-                    ));
-                    return Ok(Step::Invalid);
-                }
-                None => {
-                    e.error = Some(format!(
-                        "spec.subAccountRef.name: no SubAccount \"{name}\" in namespace \"{ns}\""
-                    ));
-                    return Ok(Step::Invalid);
-                }
+    if let Some(name) = &d.sub_account_ref {
+        let ns = loaded.resource.namespace();
+        match sub_accounts
+            .iter()
+            .find(|(n, m, _, _)| n == ns && m == name)
+        {
+            Some((_, _, Some(id), _)) => d.sub_account_id = Some(*id),
+            Some((_, _, None, initial)) if initial.as_deref() == Some(d.name.as_str()) => {
+                e.action = "create";
+                e.notes.push(format!(
+                    "created with SubAccount \"{name}\" (its spec.apiKey)"
+                ));
+                return Ok(Step::KeyOfNewSubAccount {
+                    sub_account: name.clone(),
+                    desired: d,
+                });
+            }
+            Some((_, _, None, _)) => {
+                e.error = Some(format!(
+                    "SubAccount \"{name}\" is to be created and its spec.apiKey does not name a key \"{}\"; the interface creates keys inside a sub account only with the sub account",
+                    d.name
+                ));
+                return Ok(Step::Invalid);
+            }
+            None => {
+                e.error = Some(format!(
+                    "spec.subAccountRef.name: no SubAccount \"{name}\" in namespace \"{ns}\""
+                ));
+                return Ok(Step::Invalid);
             }
         }
-    };
-    if let KeyScope::CreatedWith(sub) = &scope {
-        e.action = "create";
-        e.notes.push(format!(
-            "created with SubAccount \"{sub}\" (its spec.apiKey)"
-        ));
-        return Ok(Step::ApiKey {
-            desired: d,
-            plan: None,
-            scope,
-        });
     }
-    if let KeyScope::SubAccount(id) = scope {
-        d.sub_account_id = Some(id);
-    }
-    let result = driver::plan_desired::<ApiKey>(client, d.clone(), &inventory.api_keys).await;
-    planned(e, result, |plan| Step::ApiKey {
-        desired: d,
-        plan: Some(plan),
-        scope,
-    })
+    let result = driver::plan_desired::<ApiKey>(client, d, &inventory.api_keys).await;
+    planned(e, result, Step::ApiKey)
 }
