@@ -17,7 +17,7 @@ use super::claims::Claimant;
 use super::common::spec_changed;
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
-use super::find::{Query, find_managed, gone_is_none};
+use super::find::{Query, find_managed};
 use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::secrets::{self, Integrity, SecretError, SecretWrite};
@@ -58,19 +58,7 @@ pub async fn converge<K: Managed>(
         key: K::natural_key(&desired),
         by_name_is_own,
     };
-    let found =
-        find_managed(
-            ctx,
-            obj,
-            old,
-            query,
-            || ctx.cache.fresh::<K>(),
-            |items, external_id| K::lookup(&desired, external_id, old.id(), items),
-            |id| async move {
-                gone_is_none(K::read(&ctx.api, id).await).map(|d| d.map(|d| K::item_of(&d)))
-            },
-        )
-        .await?;
+    let found = find_managed(ctx, obj, old, &desired, query).await?;
     let item = found.as_ref().map(|(item, _)| item);
     let key = object_key(obj);
     // Fields only a read returns, when the plan compares them: read when the status does not

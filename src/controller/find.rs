@@ -2,16 +2,14 @@
 //! lookup in the account's cached list ([`super::cache`]), a verdict that would stall the
 //! resource confirmed against a newer list, and the ownership check of [`super::claims`].
 
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use kube::Resource;
 
-use super::cache::CachedList;
-use super::claims::Claimant;
 use super::context::Context;
 use super::identity;
 use super::managed::Failure;
+use super::managed::Managed;
 use crate::api::ApiError;
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::ManagedStatus;
@@ -28,7 +26,7 @@ pub fn needs_newer_list<T>(lookup: &Lookup<'_, T>) -> bool {
 /// The object a read returned, `None` when the service says it does not exist.
 ///
 /// Errors: any other failure of the read.
-pub fn gone_is_none<T>(read: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+fn gone_is_none<T>(read: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
     match read {
         Ok(v) => Ok(Some(v)),
         Err(e) if e.is_not_found() => Ok(None),
@@ -93,11 +91,10 @@ pub struct Query<'a> {
     pub by_name_is_own: bool,
 }
 
-/// The API object `obj` manages: `lookup` run on the list `fresh` returns (a cached list no
-/// older than its maximum age), with any verdict other than a match confirmed against a list
+/// The API object `obj` manages: the kind's lookup of `desired` in the account's cached list
+/// (no older than its maximum age), with any verdict other than a match confirmed against a list
 /// new enough ([`needs_newer_list`], [`newer_than`]), and the id the resource records
-/// (`status.id`), when absent from the list, confirmed with one read of that object
-/// (`confirm`: `None` when the service says it does not exist), so that an object missing from
+/// (`status.id`), when absent from the list, confirmed with one read of that object, so that an object missing from
 /// a list page (offset paging while something is deleted) is never created again.
 ///
 /// Returns the matching list item and how it matched, or `None` when nothing matches (the
@@ -109,27 +106,21 @@ pub struct Query<'a> {
 /// may not adopt, see [`identity::refuse_adoption`]) or `ConflictingOwner` (another resource of
 /// the kind already manages the object found); `ExternalObjectMissing` when the adoption policy
 /// is `Adopt` and there is nothing to adopt.
-pub async fn find_managed<'c, K, S, T, Fut, CFut>(
+pub async fn find_managed<K: Managed>(
     ctx: &Context,
     obj: &K,
-    old: &S,
+    old: &K::Status,
+    desired: &K::Desired,
     query: Query<'_>,
-    fresh: impl Fn() -> Fut,
-    lookup: impl for<'a> Fn(&'a [T], Option<i64>) -> Lookup<'a, T>,
-    confirm: impl FnOnce(i64) -> CFut,
-) -> Result<Option<(T, Found)>, Box<Failure<S>>>
-where
-    K: Claimant,
-    S: ManagedStatus,
-    T: Clone + 'c,
-    Fut: Future<Output = Result<&'c CachedList<T>, ApiError>>,
-    CFut: Future<Output = Result<Option<T>, ApiError>>,
-{
+) -> Result<Option<(K::Item, Found)>, Box<Failure<K::Status>>> {
+    let fresh = || ctx.cache.fresh::<K>();
     let doing = format!("listing {}s", K::NOUN);
     let external_id = super::claims::external_id(obj);
     let since = newer_than(obj, old.id());
     let list = fresh().await.map_err(|e| Failure::api(e, &doing, old))?;
-    let list = if list.doubt(since, |items| needs_newer_list(&lookup(items, external_id))) {
+    let list = if list.doubt(since, |items| {
+        needs_newer_list(&K::lookup(desired, external_id, old.id(), items))
+    }) {
         fresh().await.map_err(|e| Failure::api(e, &doing, old))?
     } else {
         list
@@ -138,7 +129,13 @@ where
     // (observing is not owning: switching to Full then needs an adoption policy).
     let owned = old.owned_id();
     let verdict = |external_id| {
-        list.read(|items| Verdict::of(lookup(items, external_id), K::NOUN, query.key))
+        list.read(|items| {
+            Verdict::of(
+                K::lookup(desired, external_id, old.id(), items),
+                K::NOUN,
+                query.key,
+            )
+        })
     };
     let first = verdict(external_id);
     // The object the resource records is absent from the list (or another one matched in its
@@ -147,12 +144,10 @@ where
     let verdict = match (owned, &first) {
         (Some(id), Verdict::Match(_, how)) if how.id == id => first,
         (Some(id), _) if external_id.is_none_or(|e| e == id) => {
-            match confirm(id)
-                .await
-                .map_err(|e| Failure::api(e, &format!("reading {} {id}", K::NOUN), old))?
-            {
-                Some(item) => Verdict::Match(
-                    item,
+            let read = gone_is_none(K::read(&ctx.api, id).await);
+            match read.map_err(|e| Failure::api(e, &format!("reading {} {id}", K::NOUN), old))? {
+                Some(detail) => Verdict::Match(
+                    K::item_of(&detail),
                     Found {
                         id,
                         matched_by: MatchedBy::StatusId,
