@@ -481,6 +481,101 @@ async fn observing_an_owned_object_keeps_it_owned() {
     rig.stop_operator().await;
 }
 
+/// A SubAccount that only observed its sub account does not make the keys inside it its
+/// namespace's own by being switched to `Full` while paused (a paused resource is never
+/// reconciled, so its status still names the observed sub account): an ApiKey naming a key
+/// there gets `AlreadyExists`, no write, no Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_sub_account_switched_to_full_does_not_own_what_it_observed() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    operator_client(&rig.sim)
+        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
+            name: Some("other".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("other-first".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    let subs: Api<mailtarget_operator::crd::SubAccount> = rig.api();
+    let keys: Api<ApiKey> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+    create(
+        &subs,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: other}\nspec: {managementPolicy: ObserveOnly}\n",
+    )
+    .await;
+    wait_for(
+        &subs,
+        "other",
+        "observed",
+        |s: &mailtarget_operator::crd::SubAccount| {
+            s.status.as_ref().is_some_and(|s| s.id.is_some())
+        },
+    )
+    .await;
+    subs.patch(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": {"annotations": {"mailtarget.co/paused": "true"}},
+            "spec": {"managementPolicy": "Full"},
+        })),
+    )
+    .await
+    .unwrap();
+    create(
+        &keys,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: steal}\nspec: {name: other-first, subAccountRef: {name: other}, secretName: steal-key}\n",
+    )
+    .await;
+    wait_for(
+        &keys,
+        "steal",
+        "Stalled/AlreadyExists",
+        stalled("AlreadyExists"),
+    )
+    .await;
+    assert!(secrets.get_opt("steal-key").await.unwrap().is_none());
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    rig.stop_operator().await;
+}
+
+/// A status written before `status.ownership` existed by a reconcile that only observed (its
+/// Ready reason is `Observed`) does not own what it names: switched to `Full`, the resource
+/// gets `AlreadyExists`, no write, no Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observed_status_from_before_ownership_does_not_own() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    let id = service_key(&operator_client(&rig.sim), "seen").await;
+    let keys: Api<ApiKey> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+    create(&keys, &key_yaml("seen", &[])).await;
+    let ready = json!({"type": "Ready", "status": "True", "reason": "Observed",
+        "message": "observed", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    keys.patch_status(
+        "seen",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"id": id, "name": "seen", "conditions": [ready]}})),
+    )
+    .await
+    .unwrap();
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    wait_for(
+        &keys,
+        "seen",
+        "Stalled/AlreadyExists",
+        stalled("AlreadyExists"),
+    )
+    .await;
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    assert!(secrets.get_opt("seen-key").await.unwrap().is_none());
+    rig.stop_operator().await;
+}
+
 /// A key inside a sub account that a SubAccount only observes is not the ApiKey's by name: it
 /// needs an adoption policy (else a namespace could take any sub account's key by observing
 /// that sub account first).
