@@ -14,7 +14,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
 use super::claims::Claimant;
-use super::common::spec_changed;
+use super::common::{is_paused, spec_changed};
 use super::context::{Context, object_key};
 use super::error::{Error, Result};
 use super::find::{Query, find_managed};
@@ -137,8 +137,16 @@ pub async fn converge<K: Managed>(
     };
     // Observing is not owning: an ObserveOnly reconcile keeps the ownership of an object the
     // resource owned before, and records any other as observed only.
-    if status.id().is_some() {
-        let owned = may_write || old.owned_id() == status.id();
+    // Under Full, owned only on this reconcile's evidence: the object found (find_managed
+    // enforced the adoption rules) or created; not an id carried over from `old`.
+    if let Some(id) = status.id() {
+        let created = executed
+            .steps
+            .iter()
+            .any(|r| r.step.action == StepAction::Create && r.outcome == StepOutcome::Done);
+        let matched = plan.planned.found.is_some_and(|f| f.id == id);
+        let kept = old.owned_id() == Some(id) && (may_write || old.ownership().is_some());
+        let owned = kept || (may_write && (matched || created));
         status.set_ownership(Some(if owned {
             Ownership::Owned
         } else {
@@ -457,9 +465,11 @@ async fn sub_account_scope<K: Managed>(
             .as_ref()
             .and_then(|s| s.status.as_ref()?.id.map(|id| (s, id)))
         {
+            // Objects inside it are this namespace's own only while the SubAccount owns it (not
+            // observed, not paused with an observed id under Full).
             Some((s, id)) => Scope::SubAccount {
                 id,
-                managed: s.writes(),
+                managed: s.writes() && !is_paused(s.as_ref()) && s.recorded_id() == Some(id),
             },
             None => Scope::Waiting(format!(
                 "SubAccount \"{sub}\" does not exist yet or has no sub account id; waiting for it"

@@ -122,14 +122,6 @@ pub enum Ownership {
     Observed,
 }
 
-impl Ownership {
-    /// True when a status recording `id` with this ownership (`None`: written by a release
-    /// before this field existed, whose resources owned what `status.id` named) owns it.
-    pub fn owns(ownership: Option<Self>) -> bool {
-        ownership != Some(Ownership::Observed)
-    }
-}
-
 /// A reference to another object in the same namespace, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct LocalObjectReference {

@@ -27,10 +27,23 @@ pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
     fn ownership(&self) -> Option<Ownership>;
     /// Sets `status.ownership`.
     fn set_ownership(&mut self, ownership: Option<Ownership>);
-    /// The id `status.id` records when the resource owns that object ([`Ownership::owns`]):
+    /// The id `status.id` records when the resource owns that object (`status.ownership`):
     /// not one an `ObserveOnly` reconcile recorded.
+    ///
+    /// A status written before `status.ownership` existed owns its id unless its `Ready`
+    /// reason says the last reconcile only observed (`Observed`, `DriftDetected`).
     fn owned_id(&self) -> Option<i64> {
-        self.id().filter(|_| Ownership::owns(self.ownership()))
+        let id = self.id()?;
+        match self.ownership() {
+            Some(Ownership::Owned) => Some(id),
+            Some(Ownership::Observed) => None,
+            None => {
+                let observed = self.conditions().iter().any(|c| {
+                    c.type_ == "Ready" && matches!(c.reason.as_str(), "Observed" | "DriftDetected")
+                });
+                (!observed).then_some(id)
+            }
+        }
     }
     /// The pacing of the kind's repeated step ([`crate::engine::StepAction::VerifyTxt`]), for
     /// kinds that have one.
