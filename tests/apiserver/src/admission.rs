@@ -261,10 +261,40 @@ pub fn admit(
     if rt.builtin() == Some(Builtin::Crd) {
         causes.extend(crate::crd::validate(obj, old));
     }
+    if matches!(rt.builtin(), Some(Builtin::CoreEvent | Builtin::EventsEvent)) {
+        causes.extend(event_limits(obj));
+    }
     if !causes.is_empty() {
         return Err(ApiError::invalid(rt, &name, causes));
     }
     Ok(warnings)
+}
+
+/// kube-apiserver's length limits of an Event that has `eventTime` (every events.k8s.io/v1
+/// Event, and a core/v1 Event written with one): `reportingInstance`, `action` and `reason` at
+/// most 128 bytes, the note at most 1024 bytes, each violation a `FieldValueInvalid` cause
+/// `Invalid value: "": can have at most N characters` on the internal field name (`message` for
+/// the note), as `legacyValidateEvent` in k8s.io/kubernetes `pkg/apis/core/validation/events.go`
+/// reports them (`ReportingInstanceLengthLimit`, `ActionLengthLimit`, `ReasonLengthLimit`,
+/// `NoteLengthLimit`; Go's `len`, so bytes). `obj` is the stored core/v1 form.
+fn event_limits(obj: &Value) -> Vec<Cause> {
+    if obj.get("eventTime").is_none_or(Value::is_null) {
+        return Vec::new();
+    }
+    [
+        ("reportingInstance", 128),
+        ("action", 128),
+        ("reason", 128),
+        ("message", 1024),
+    ]
+    .into_iter()
+    .filter(|(field, limit)| obj[*field].as_str().is_some_and(|v| v.len() > *limit))
+    .map(|(field, limit)| Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: \"\": can have at most {limit} characters"),
+        field: field.into(),
+    })
+    .collect()
 }
 
 #[cfg(test)]

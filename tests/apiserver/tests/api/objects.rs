@@ -509,6 +509,32 @@ async fn secrets_merge_string_data_and_events_convert_between_apis() {
     assert_eq!(listed.body["items"].as_array().unwrap().len(), 1);
 }
 
+/// An Event's note is at most 1024 bytes, as kube-apiserver's `NoteLengthLimit`: 1024 bytes
+/// (of two-byte characters) are stored, 1025 are refused with 422 naming the field.
+#[tokio::test]
+async fn event_notes_longer_than_1024_bytes_are_invalid() {
+    let (s, _client) = server_with_widgets().await;
+    let raw = Raw::new(&s);
+    let event = |name: &str, note: String| {
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": name},
+            "eventTime": "2024-01-01T00:00:00.000000Z", "reportingController": "ctl", "reportingInstance": "ctl-1",
+            "action": "Reconcile", "reason": "Failed", "type": "Warning", "note": note,
+            "regarding": {"kind": "Widget", "name": "w", "namespace": "test"}})
+    };
+    let path = "/apis/events.k8s.io/v1/namespaces/test/events";
+    let fits = raw.post(path, event("fits", "é".repeat(512))).await;
+    assert_eq!(fits.status, 201, "{}", fits.text);
+    let long = raw
+        .post(path, event("long", format!("{}x", "é".repeat(512))))
+        .await;
+    assert_eq!(long.status, 422, "{}", long.text);
+    assert_eq!(
+        long.body["message"],
+        "Event.events.k8s.io \"long\" is invalid: message: Invalid value: \"\": can have at most 1024 characters"
+    );
+    assert_eq!(long.body["details"]["causes"][0]["field"], "message");
+}
+
 #[tokio::test]
 async fn namespaces_start_and_deleting_one_deletes_its_objects() {
     let (_s, client) = server_with_widgets().await;
