@@ -12,6 +12,24 @@ use super::detail::DetailSchedule;
 use super::metrics::Metrics;
 use super::status_writes::StatusLedger;
 
+/// Longest Event note kube-apiserver accepts, in bytes: `NoteLengthLimit` of k8s.io/kubernetes
+/// `pkg/apis/core/validation/events.go`, checked on every Event with an `eventTime` (all
+/// events.k8s.io/v1 Events); a longer note gets the whole Event refused with 422.
+pub const MAX_EVENT_NOTE_BYTES: usize = 1024;
+
+/// `note` cut to at most [`MAX_EVENT_NOTE_BYTES`] bytes at a character boundary, ending with `…`
+/// when cut.
+pub fn event_note(note: &str) -> String {
+    if note.len() <= MAX_EVENT_NOTE_BYTES {
+        return note.to_owned();
+    }
+    let mut end = MAX_EVENT_NOTE_BYTES - '…'.len_utf8();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &note[..end])
+}
+
 /// Field manager of every write the operator makes to Kubernetes (server-side apply).
 pub const FIELD_MANAGER: &str = "mailtarget-operator";
 
@@ -185,8 +203,11 @@ impl Context {
         }
     }
 
-    /// Publishes a Kubernetes Event about `obj`. Failures to publish are logged, never fatal.
-    /// `note` must not contain secrets (callers pass ids, names and API messages only).
+    /// Publishes a Kubernetes Event about `obj`, its note cut to [`MAX_EVENT_NOTE_BYTES`], and
+    /// logs it as one line: a Normal Event (created, updated, adopted, deleted...) at info level,
+    /// a Warning (a stall, a failure) at warn level, inside the reconcile's span (kind,
+    /// namespace, name, uid). Failures to publish are logged, never fatal. `note` must not
+    /// contain secrets (callers pass ids, names and API messages only).
     pub async fn event<K: Resource<DynamicType = ()>>(
         &self,
         obj: &K,
@@ -195,6 +216,11 @@ impl Context {
         action: &str,
         note: String,
     ) {
+        let note = event_note(&note);
+        match type_ {
+            EventType::Normal => tracing::info!(reason, "{note}"),
+            EventType::Warning => tracing::warn!(reason, "{note}"),
+        }
         let event = Event {
             type_,
             reason: reason.into(),
@@ -218,4 +244,21 @@ pub fn object_key<K: Resource>(obj: &K) -> String {
 /// again under the same name starts afresh.
 pub fn object_uid<K: Resource>(obj: &K) -> String {
     obj.meta().uid.clone().unwrap_or_else(|| object_key(obj))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A note of 1024 bytes is kept; a longer one is cut to at most 1024 bytes at a character
+    /// boundary.
+    #[test]
+    fn event_notes_fit_the_api_limit() {
+        let fits = "é".repeat(MAX_EVENT_NOTE_BYTES / 2);
+        assert_eq!(event_note(&fits), fits);
+        let cut = event_note(&format!("{fits}x"));
+        assert!(cut.len() <= MAX_EVENT_NOTE_BYTES, "{}", cut.len());
+        assert!(cut.len() > MAX_EVENT_NOTE_BYTES - 6, "{}", cut.len());
+        assert!(cut.ends_with("é…"), "{cut}");
+    }
 }

@@ -48,6 +48,23 @@ impl Outcome {
     }
 }
 
+/// Most characters of a condition message; a longer one is cut and ends with `…`. The messages
+/// the operator builds stay well below it (a spec's problems are counted past the first few,
+/// the service's answers are quoted in excerpts): this bounds whatever else comes through.
+pub const MAX_CONDITION_MESSAGE_CHARS: usize = 2000;
+
+/// `message` cut after [`MAX_CONDITION_MESSAGE_CHARS`] characters, ending with `…` when cut.
+pub fn bounded_message(message: &str) -> String {
+    if message.chars().nth(MAX_CONDITION_MESSAGE_CHARS).is_none() {
+        return message.to_owned();
+    }
+    let kept = message
+        .char_indices()
+        .nth(MAX_CONDITION_MESSAGE_CHARS - 1)
+        .map_or(message.len(), |(at, _)| at);
+    format!("{}…", &message[..kept])
+}
+
 fn condition(
     type_: &str,
     status: &str,
@@ -59,7 +76,7 @@ fn condition(
         type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
-        message: message.into(),
+        message: bounded_message(message),
         last_transition_time: conditions::now(),
         observed_generation: generation,
     }
@@ -122,6 +139,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message of the limit's length is kept; a longer one is cut to the limit, `…` included.
+    #[test]
+    fn condition_messages_are_bounded() {
+        let fits = "é".repeat(MAX_CONDITION_MESSAGE_CHARS);
+        assert_eq!(bounded_message(&fits), fits);
+        let cut = bounded_message(&format!("{fits}x"));
+        assert_eq!(cut.chars().count(), MAX_CONDITION_MESSAGE_CHARS);
+        assert!(cut.ends_with("é…"), "{cut}");
+    }
 
     /// Each outcome sets the three conditions to the statuses kstatus expects.
     #[test]

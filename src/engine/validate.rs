@@ -35,13 +35,25 @@ impl std::fmt::Display for Problem {
     }
 }
 
-/// Problems as one sentence for a condition message or a plan entry: `field: message; ...`.
+/// Most problems [`describe`] spells out; the rest are counted.
+pub const MAX_DESCRIBED_PROBLEMS: usize = 5;
+
+/// Problems as one sentence for a condition message or a plan entry: `field: message; ...`, the
+/// first [`MAX_DESCRIBED_PROBLEMS`] spelled out and the rest counted (`; and 95 more problems`),
+/// so that a spec with hundreds of bad values gives a message of bounded length.
 pub fn describe(problems: &[Problem]) -> String {
-    problems
+    let mut text = problems
         .iter()
+        .take(MAX_DESCRIBED_PROBLEMS)
         .map(ToString::to_string)
         .collect::<Vec<_>>()
-        .join("; ")
+        .join("; ");
+    match problems.len().saturating_sub(MAX_DESCRIBED_PROBLEMS) {
+        0 => {}
+        1 => text.push_str("; and 1 more problem"),
+        n => text.push_str(&format!("; and {n} more problems")),
+    }
+    text
 }
 
 /// Every problem of one resource (empty when valid).
@@ -266,6 +278,27 @@ fn secret_name(name: &str, field: &str, out: &mut Vec<Problem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first problems are spelled out and the rest counted.
+    #[test]
+    fn describe_counts_what_it_leaves_out() {
+        let problems = |n: usize| -> Vec<Problem> {
+            (0..n)
+                .map(|i| Problem::new(format!("spec.allowedIps[{i}]"), "not an IP address"))
+                .collect()
+        };
+        assert_eq!(
+            describe(&problems(2)),
+            "spec.allowedIps[0]: not an IP address; spec.allowedIps[1]: not an IP address"
+        );
+        let five = describe(&problems(5));
+        assert_eq!(
+            describe(&problems(6)),
+            format!("{five}; and 1 more problem")
+        );
+        let many = describe(&problems(100));
+        assert_eq!(many, format!("{five}; and 95 more problems"));
+    }
 
     /// Domains that the service would reject, or that are not what the user meant, are refused.
     #[test]

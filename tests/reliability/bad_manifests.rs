@@ -457,3 +457,60 @@ async fn bad_manifests_are_refused_or_reported_without_writes() {
     assert_eq!(state.sub_accounts.len(), 1);
     assert!(state.sending_domains.is_empty());
 }
+
+/// An ApiKey with 100 allowed IPs that pass the schema's pattern but are no IP address: its
+/// condition spells out the first problems and counts the rest, and the Warning Event that
+/// reports it is accepted by the API server (whose note limit is 1024 bytes, as
+/// kube-apiserver's) with a note within that limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_problem_list_is_bounded_in_the_condition_and_the_event() {
+    use k8s_openapi::api::events::v1::Event;
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    rig.start_operator(Duration::from_secs(30));
+    let keys: Api<ApiKey> = rig.api();
+    // 45 characters each (the schema's maxLength), unique, and far too many groups for IPv6.
+    let ips: Vec<String> = (0..100)
+        .map(|i| format!("{i:04x}:{}", "0:".repeat(20)))
+        .collect();
+    let manifest = object(
+        "ApiKey",
+        "many-ips",
+        json!({"secretName": "many-ips", "allowedIps": ips}),
+    );
+    apply(&keys, &manifest)
+        .await
+        .expect("the schema admits them");
+    let obj = wait_for(&keys, "many-ips", "InvalidSpec", |k: &ApiKey| {
+        ready(k.conditions()).is_some_and(|c| c.reason == "InvalidSpec")
+    })
+    .await;
+    let message = ready(obj.conditions()).expect("Ready").message.clone();
+    assert!(
+        message.starts_with("spec.allowedIps[0]: \"0000:0:")
+            && message.ends_with("; and 95 more problems"),
+        "{message}"
+    );
+    let events: Api<Event> = rig.api();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let event = loop {
+        let listed = events.list(&Default::default()).await.expect("list Events");
+        let found = listed.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("InvalidSpec")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("many-ips")
+        });
+        if let Some(event) = found {
+            break event;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no InvalidSpec Event stored within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let note = event.note.unwrap_or_default();
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert!(note.len() <= 1024, "{} bytes", note.len());
+    assert!(note.starts_with("spec.allowedIps[0]: "), "{note}");
+    rig.stop_operator().await;
+    assert!(rig.writes().is_empty(), "{:?}", rig.writes());
+}
