@@ -190,10 +190,24 @@ impl Managed for crate::crd::SubAccount {}
 impl Managed for crate::crd::ApiKey {}
 impl Managed for crate::crd::SendingDomain {}
 
-/// Reconciles one object of kind `K` (the function each controller runs).
+/// Reconciles one object of kind `K` (the function each controller runs), inside one span
+/// `reconcile` with the object's `kind`, `namespace`, `name` and `uid`: every log line of the
+/// reconcile and the spans of its API calls (the service client's `mailtarget_api`, kube's
+/// HTTP spans) carry them.
 ///
 /// Errors: retryable API or Kubernetes failures (the controller backs off and retries).
 pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    let span = tracing::info_span!(
+        "reconcile",
+        kind = K::KIND,
+        namespace = obj.namespace().unwrap_or_default(),
+        name = obj.name_any(),
+        uid = obj.meta().uid.as_deref().unwrap_or_default(),
+    );
+    tracing::Instrument::instrument(reconcile_in_span(obj, ctx), span).await
+}
+
+async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     measured(K::KIND, &ctx, async {
         if is_paused(obj.as_ref()) {
             return Ok(Action::await_change());

@@ -261,7 +261,10 @@ pub fn admit(
     if rt.builtin() == Some(Builtin::Crd) {
         causes.extend(crate::crd::validate(obj, old));
     }
-    if matches!(rt.builtin(), Some(Builtin::CoreEvent | Builtin::EventsEvent)) {
+    if matches!(
+        rt.builtin(),
+        Some(Builtin::CoreEvent | Builtin::EventsEvent)
+    ) {
         causes.extend(event_limits(obj));
     }
     if !causes.is_empty() {
