@@ -18,10 +18,10 @@ use tracing::Instrument;
 use url::Url;
 
 use super::budget::Budget;
-use super::config::{ClientConfig, RequestObserver, RetryPolicy};
+use super::config::{ClientConfig, RequestObserver, RetryPolicy, WriteGate};
 use super::credential::{Bearer, Credential};
 use super::decode;
-use super::endpoint::{Endpoint, Host};
+use super::endpoint::{Endpoint, Host, Verb};
 use super::error::{ApiError, Result};
 use super::retry_after;
 
@@ -54,6 +54,7 @@ struct Inner {
     max_response_bytes: usize,
     budget: Budget,
     observer: Option<Arc<dyn RequestObserver>>,
+    write_gate: Option<Arc<dyn WriteGate>>,
     /// The key the client sends (fixed, or read from a file again when it changes); also
     /// scrubbed from anything the service answers.
     credential: Credential,
@@ -76,7 +77,7 @@ impl Client {
         check_base_url("transmission_url", &config.transmission_url)?;
 
         let credential = match config.api_key_file {
-            Some(path) => Credential::file(path, config.api_key)?,
+            Some(path) => Credential::file(path, config.api_key, config.key_file_check_interval)?,
             None => Credential::fixed(config.api_key)?,
         };
         let mut builder = reqwest::Client::builder();
@@ -105,6 +106,7 @@ impl Client {
                 max_response_bytes: config.max_response_bytes,
                 budget: Budget::new(config.max_concurrency, config.requests_per_second),
                 observer: config.observer,
+                write_gate: config.write_gate,
                 credential,
             }),
         })
@@ -232,16 +234,17 @@ impl Client {
         let span = tracing::debug_span!("mailtarget_api", endpoint = endpoint.label, attempt);
         async move {
             let _slot = self.inner.budget.acquire().await;
+            let time_limit = self.time_limit(endpoint)?;
             let started = Instant::now();
             let mut status = None;
             let outcome = tokio::time::timeout(
-                self.inner.timeout,
+                time_limit,
                 self.exchange(endpoint, request, &bearer, &mut status),
             )
             .await;
             let result = outcome.unwrap_or(Err(ApiError::Timeout {
                 endpoint: endpoint.label,
-                after: self.inner.timeout,
+                after: time_limit,
             }));
             let elapsed = started.elapsed();
             if let Some(observer) = &self.inner.observer {
@@ -262,6 +265,35 @@ impl Client {
         }
         .instrument(span)
         .await
+    }
+
+    /// The time limit of an attempt now: the configured timeout, cut to the write gate's
+    /// deadline for a write.
+    ///
+    /// Errors: [`ApiError::NotWritable`] when the gate refuses the write.
+    fn time_limit(&self, endpoint: Endpoint) -> Result<Duration> {
+        let timeout = self.inner.timeout;
+        let Some(gate) = self
+            .inner
+            .write_gate
+            .as_ref()
+            .filter(|_| endpoint.verb != Verb::Get)
+        else {
+            return Ok(timeout);
+        };
+        let left = gate
+            .writable_until()
+            .and_then(|until| until.checked_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero());
+        match left {
+            Some(left) => Ok(timeout.min(left)),
+            None => {
+                tracing::debug!(endpoint = endpoint.label, "write refused by the write gate");
+                Err(ApiError::NotWritable {
+                    endpoint: endpoint.label,
+                })
+            }
+        }
     }
 
     /// Sends the request and reads the answer; records the status as soon as it is known.

@@ -22,6 +22,18 @@ pub trait RequestObserver: Send + Sync {
     fn on_response(&self, endpoint: &'static str, status: Option<u16>, elapsed: Duration);
 }
 
+/// Decides whether the client may send a write (POST, PUT, DELETE) now, and until when: the
+/// operator's leader election ([`crate::controller::leader`]) lets only the Lease holder write,
+/// and only until its renew deadline. Asked before each attempt, after the request budget let it
+/// go; the attempt's time limit is cut to that instant, so no write is in flight past it. A
+/// refused write fails with [`ApiError::NotWritable`](crate::api::ApiError::NotWritable)
+/// without being sent. Reads are never gated.
+pub trait WriteGate: Send + Sync {
+    /// The instant until which writes may be sent (by the monotonic clock), or `None` when they
+    /// may not be sent at all.
+    fn writable_until(&self) -> Option<std::time::Instant>;
+}
+
 /// Retry policy for idempotent calls (GET, PUT, DELETE) on 429, 5xx, timeouts and transport
 /// errors: exponential backoff with jitter, honouring `Retry-After` on 429.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +103,11 @@ pub struct ClientConfig {
     pub max_response_bytes: usize,
     /// Receives one call per attempt, for metrics.
     pub observer: Option<Arc<dyn RequestObserver>>,
+    /// Gates every write (`None`: writes always allowed). See [`WriteGate`].
+    pub write_gate: Option<Arc<dyn WriteGate>>,
+    /// Least time between two checks of [`Self::api_key_file`] for a change (one `stat` each):
+    /// a rotated key is used at most this long after the file changed. Default 1 s.
+    pub key_file_check_interval: Duration,
 }
 
 impl ClientConfig {
@@ -102,6 +119,8 @@ impl ClientConfig {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
     /// Default cap of answer bodies: 8 MiB.
     pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+    /// Default least time between two checks of the key file.
+    pub const DEFAULT_KEY_FILE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
     /// Default number of requests in flight.
     pub const DEFAULT_MAX_CONCURRENCY: usize = 8;
 
@@ -120,6 +139,8 @@ impl ClientConfig {
             requests_per_second: None,
             max_response_bytes: Self::DEFAULT_MAX_RESPONSE_BYTES,
             observer: None,
+            write_gate: None,
+            key_file_check_interval: Self::DEFAULT_KEY_FILE_CHECK_INTERVAL,
         }
     }
 
@@ -160,6 +181,12 @@ impl ClientConfig {
         self.observer = Some(observer);
         self
     }
+
+    /// Sets the write gate (builder style).
+    pub fn with_write_gate(mut self, gate: Arc<dyn WriteGate>) -> Self {
+        self.write_gate = Some(gate);
+        self
+    }
 }
 
 impl fmt::Debug for ClientConfig {
@@ -177,6 +204,8 @@ impl fmt::Debug for ClientConfig {
             .field("requests_per_second", &self.requests_per_second)
             .field("max_response_bytes", &self.max_response_bytes)
             .field("observer", &self.observer.as_ref().map(|_| "set"))
+            .field("write_gate", &self.write_gate.as_ref().map(|_| "set"))
+            .field("key_file_check_interval", &self.key_file_check_interval)
             .finish()
     }
 }

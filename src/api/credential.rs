@@ -75,10 +75,12 @@ impl Stamp {
     }
 }
 
-/// The key read last from the file, and the file version it came from.
+/// The key read last from the file, the file version it came from, and when the file was last
+/// checked.
 struct Loaded {
     stamp: Option<Stamp>,
     bearer: Bearer,
+    checked: std::time::Instant,
 }
 
 /// Where the client's key comes from.
@@ -91,6 +93,8 @@ enum Source {
     File {
         /// The key file.
         path: PathBuf,
+        /// Least time between two checks of the file.
+        check_interval: std::time::Duration,
         /// The last good read.
         loaded: Mutex<Loaded>,
     },
@@ -123,24 +127,43 @@ impl Credential {
         Ok(Credential(Source::Fixed(Bearer::new(key)?)))
     }
 
-    /// A key read from `path` (already read into `initial`), read again when the file changes.
-    pub fn file(path: PathBuf, initial: SecretString) -> Result<Credential> {
+    /// A key read from `path` (already read into `initial`), read again when the file changes;
+    /// the file is checked for a change (one `stat`) at most once per `check_interval`.
+    pub fn file(
+        path: PathBuf,
+        initial: SecretString,
+        check_interval: std::time::Duration,
+    ) -> Result<Credential> {
         let bearer = Bearer::new(initial)?;
         let stamp = Stamp::of(&path).ok();
         Ok(Credential(Source::File {
             path,
-            loaded: Mutex::new(Loaded { stamp, bearer }),
+            check_interval,
+            loaded: Mutex::new(Loaded {
+                stamp,
+                bearer,
+                checked: std::time::Instant::now(),
+            }),
         }))
     }
 
     /// The key to send now: for a key file, read again first when the file changed since the
-    /// last read. A changed file that yields no usable key leaves the previous key in use (and
-    /// logs a warning once per file version).
+    /// last read, looked at no more often than the check interval (a busy client does not
+    /// `stat` the file on every request). A changed file that yields no usable key leaves the
+    /// previous key in use (and logs a warning once per file version).
     pub fn current(&self) -> Bearer {
         match &self.0 {
             Source::Fixed(bearer) => bearer.clone(),
-            Source::File { path, loaded } => {
+            Source::File {
+                path,
+                check_interval,
+                loaded,
+            } => {
                 let mut loaded = loaded.lock().unwrap_or_else(|p| p.into_inner());
+                if loaded.checked.elapsed() < *check_interval {
+                    return loaded.bearer.clone();
+                }
+                loaded.checked = std::time::Instant::now();
                 let stamp = Stamp::of(path).ok();
                 if stamp.is_some() && stamp != loaded.stamp {
                     match read_key_file(path).and_then(Bearer::new) {
@@ -195,7 +218,7 @@ mod tests {
         std::fs::write(&path, "first-key\n").unwrap();
         let initial = read_key_file(&path).unwrap();
         assert_eq!(initial.expose_secret(), "first-key", "whitespace trimmed");
-        let c = Credential::file(path.clone(), initial).unwrap();
+        let c = Credential::file(path.clone(), initial, std::time::Duration::ZERO).unwrap();
         assert_eq!(header(&c), "Bearer first-key");
         // Replaced as the kubelet does: a new file renamed over the old one.
         let next = dir.path().join(".next");
@@ -217,6 +240,26 @@ mod tests {
         );
         std::fs::write(&path, "third-key").unwrap();
         assert_eq!(header(&c), "Bearer third-key");
+    }
+
+    /// Within the check interval the file is not looked at (with a zero interval, as in
+    /// `key_file_is_read_again_when_it_changes`, every request looks).
+    #[test]
+    fn key_file_is_checked_at_most_once_per_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api-key");
+        std::fs::write(&path, "first-key").unwrap();
+        let initial = read_key_file(&path).unwrap();
+        let c =
+            Credential::file(path.clone(), initial, std::time::Duration::from_secs(3600)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "second-key").unwrap();
+        assert_eq!(
+            header(&c),
+            "Bearer first-key",
+            "not checked within the hour"
+        );
+        assert_eq!(header(&c), "Bearer first-key", "nor at the next request");
     }
 
     /// Reading a key file that is missing or empty fails naming the file.

@@ -125,6 +125,16 @@ pub enum ApiError {
         /// What is wrong.
         message: String,
     },
+    /// A write (POST, PUT, DELETE) the client's [`WriteGate`](crate::api::WriteGate) refused:
+    /// nothing was sent. Retryable: the gate opens again (this replica becomes leader again),
+    /// or the caller stops.
+    #[error(
+        "{endpoint}: not sent: this replica may not write now (it does not hold the leader lease within its renew deadline)"
+    )]
+    NotWritable {
+        /// Method and path template.
+        endpoint: &'static str,
+    },
     /// The client configuration is unusable (bad URL scheme, unusable API key characters).
     #[error("invalid client configuration: {message}")]
     Config {
@@ -149,6 +159,7 @@ impl ApiError {
                 | Self::Server { .. }
                 | Self::Timeout { .. }
                 | Self::Transport { .. }
+                | Self::NotWritable { .. }
         )
     }
 
@@ -171,6 +182,7 @@ impl ApiError {
             Self::Decode { .. } => "decode",
             Self::TooLarge { .. } => "too_large",
             Self::InvalidRequest { .. } => "invalid_request",
+            Self::NotWritable { .. } => "not_writable",
             Self::Config { .. } => "config",
         }
     }
@@ -201,7 +213,8 @@ impl ApiError {
             | Self::Transport { endpoint, .. }
             | Self::Decode { endpoint, .. }
             | Self::TooLarge { endpoint, .. }
-            | Self::InvalidRequest { endpoint, .. } => Some(endpoint),
+            | Self::InvalidRequest { endpoint, .. }
+            | Self::NotWritable { endpoint } => Some(endpoint),
             Self::Config { .. } => None,
         }
     }

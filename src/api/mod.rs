@@ -29,7 +29,7 @@ pub mod types;
 
 pub use client::Client;
 pub(crate) use client::describe as describe_error;
-pub use config::{ClientConfig, RequestObserver, RetryPolicy};
+pub use config::{ClientConfig, RequestObserver, RetryPolicy, WriteGate};
 pub use credential::read_key_file;
 pub use error::{ApiError, Result};
 pub use ops::LIST_ALL_PAGE_SIZE;

@@ -62,8 +62,9 @@ pub struct ApiArgs {
     #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// File holding the company API key (surrounding whitespace ignored), read again whenever
-    /// it changes: a rotated key (a mounted Kubernetes Secret) is used from the next request
-    /// on, without a restart. Instead of --api-key.
+    /// it changes (looked at at most once per second): a rotated key (a mounted Kubernetes
+    /// Secret) is used from the next request a second after the change on, without a restart.
+    /// Instead of --api-key.
     #[arg(
         long,
         env = "MAILTARGET_API_KEY_FILE",

@@ -33,6 +33,11 @@ async fn rotated_key_file_is_used_by_the_next_call() {
             path.clone(),
         )
         .expect("the key file is read");
+        // Checked before every request here; by default at most once per second.
+        let config = ClientConfig {
+            key_file_check_interval: std::time::Duration::ZERO,
+            ..config
+        };
         let client = Client::new(config).expect("client builds");
         let list = || async { client.list_api_keys(&ListApiKeysQuery::default()).await };
         list().await.expect("the first key works");
