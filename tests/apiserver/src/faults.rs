@@ -13,6 +13,10 @@ pub struct RequestFilter {
     pub method: Option<String>,
     /// Substring of the path and query (e.g. `"/widgets/w1/status"`).
     pub path_contains: Option<String>,
+    /// A request header (name, value) it must carry, e.g. one a test client sets with
+    /// `kube::Config::headers` to tell its requests apart. Names compare case-insensitively,
+    /// values exactly.
+    pub header: Option<(String, String)>,
 }
 
 impl RequestFilter {
@@ -25,15 +29,23 @@ impl RequestFilter {
     pub fn method(method: &str) -> RequestFilter {
         RequestFilter {
             method: Some(method.to_string()),
-            path_contains: None,
+            ..RequestFilter::default()
         }
     }
 
     /// Matches requests whose path and query contain `s`.
     pub fn path(s: &str) -> RequestFilter {
         RequestFilter {
-            method: None,
             path_contains: Some(s.to_string()),
+            ..RequestFilter::default()
+        }
+    }
+
+    /// Matches requests carrying header `name` with `value`.
+    pub fn header(name: &str, value: &str) -> RequestFilter {
+        RequestFilter {
+            header: Some((name.to_string(), value.to_string())),
+            ..RequestFilter::default()
         }
     }
 
@@ -44,7 +56,7 @@ impl RequestFilter {
     }
 
     /// Whether a request matches.
-    pub fn matches(&self, method: &str, path_and_query: &str) -> bool {
+    pub fn matches(&self, method: &str, path_and_query: &str, headers: &http::HeaderMap) -> bool {
         self.method
             .as_ref()
             .is_none_or(|m| m.eq_ignore_ascii_case(method))
@@ -52,6 +64,12 @@ impl RequestFilter {
                 .path_contains
                 .as_ref()
                 .is_none_or(|p| path_and_query.contains(p.as_str()))
+            && self.header.as_ref().is_none_or(|(name, value)| {
+                headers
+                    .get_all(name.as_str())
+                    .iter()
+                    .any(|v| v.as_bytes() == value.as_bytes())
+            })
     }
 }
 
@@ -80,23 +98,42 @@ struct Injection {
 #[derive(Debug, Default)]
 pub(crate) struct FaultState {
     injections: Mutex<Vec<Injection>>,
+    stalls: Mutex<Vec<RequestFilter>>,
     latency: Mutex<Duration>,
     log: Mutex<Vec<LoggedRequest>>,
 }
 
 impl FaultState {
     /// Takes one injected failure for this request, if one matches.
-    pub(crate) fn take_failure(&self, method: &str, path_and_query: &str) -> Option<u16> {
+    pub(crate) fn take_failure(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &http::HeaderMap,
+    ) -> Option<u16> {
         let mut inj = self.injections.lock().ok()?;
         let idx = inj
             .iter()
-            .position(|i| i.remaining > 0 && i.filter.matches(method, path_and_query))?;
+            .position(|i| i.remaining > 0 && i.filter.matches(method, path_and_query, headers))?;
         let status = inj[idx].status;
         inj[idx].remaining -= 1;
         if inj[idx].remaining == 0 {
             inj.remove(idx);
         }
         Some(status)
+    }
+
+    /// Whether this request is stalled (see [`Faults::stall`]).
+    pub(crate) fn stalls(
+        &self,
+        method: &str,
+        path_and_query: &str,
+        headers: &http::HeaderMap,
+    ) -> bool {
+        self.stalls
+            .lock()
+            .map(|s| s.iter().any(|f| f.matches(method, path_and_query, headers)))
+            .unwrap_or(false)
     }
 
     pub(crate) fn latency(&self) -> Duration {
@@ -144,6 +181,25 @@ impl Faults {
         }
     }
 
+    /// Stalls every request matching `filter` from now on, as a network partition that drops
+    /// packets does: the request is never handled nor answered (the client waits until its own
+    /// timeout or until it gives up) and does not appear in the request log. Requests already
+    /// handled, and watch streams already open, are not affected: end those with
+    /// [`Self::drop_watches`]. [`Self::clear_stalls`] lets later requests through; stalled ones
+    /// stay unanswered.
+    pub fn stall(&self, filter: RequestFilter) {
+        if let Ok(mut s) = self.state.stalls.lock() {
+            s.push(filter);
+        }
+    }
+
+    /// Ends every stall set by [`Self::stall`] (for requests arriving from now on).
+    pub fn clear_stalls(&self) {
+        if let Ok(mut s) = self.state.stalls.lock() {
+            s.clear();
+        }
+    }
+
     /// Delays every request by `latency` before it is handled (`Duration::ZERO` turns it off).
     pub fn set_latency(&self, latency: Duration) {
         if let Ok(mut l) = self.state.latency.lock() {
@@ -171,16 +227,42 @@ mod tests {
             state: Arc::new(s),
             drop_tx: Arc::new(tx),
         };
+        let none = http::HeaderMap::new();
         f.fail_next(2, 500, RequestFilter::path("/widgets").with_method("patch"));
-        assert_eq!(f.state.take_failure("GET", "/apis/x/v1/widgets"), None);
         assert_eq!(
-            f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"),
+            f.state.take_failure("GET", "/apis/x/v1/widgets", &none),
+            None
+        );
+        assert_eq!(
+            f.state.take_failure("PATCH", "/apis/x/v1/widgets/a", &none),
             Some(500)
         );
         assert_eq!(
-            f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"),
+            f.state.take_failure("PATCH", "/apis/x/v1/widgets/a", &none),
             Some(500)
         );
-        assert_eq!(f.state.take_failure("PATCH", "/apis/x/v1/widgets/a"), None);
+        assert_eq!(
+            f.state.take_failure("PATCH", "/apis/x/v1/widgets/a", &none),
+            None
+        );
+    }
+
+    /// A stall applies to the requests its filter matches (here by header) until cleared.
+    #[test]
+    fn stalls_match_by_header() {
+        let (tx, _) = watch::channel(0);
+        let f = Faults {
+            state: Arc::new(FaultState::default()),
+            drop_tx: Arc::new(tx),
+        };
+        let mut a = http::HeaderMap::new();
+        a.insert("x-client", http::HeaderValue::from_static("a"));
+        let mut b = http::HeaderMap::new();
+        b.insert("x-client", http::HeaderValue::from_static("b"));
+        f.stall(RequestFilter::header("X-Client", "a"));
+        assert!(f.state.stalls("GET", "/api/v1/namespaces", &a));
+        assert!(!f.state.stalls("GET", "/api/v1/namespaces", &b));
+        f.clear_stalls();
+        assert!(!f.state.stalls("GET", "/api/v1/namespaces", &a));
     }
 }

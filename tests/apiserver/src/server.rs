@@ -334,7 +334,17 @@ async fn entry(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    let response = match shared.faults.take_failure(method.as_str(), &path_and_query) {
+    if shared
+        .faults
+        .stalls(method.as_str(), &path_and_query, req.headers())
+    {
+        // Never handled nor answered: the client gives up on its own.
+        std::future::pending::<()>().await;
+    }
+    let response = match shared
+        .faults
+        .take_failure(method.as_str(), &path_and_query, req.headers())
+    {
         Some(code) => ApiError::new(
             code,
             ApiError::reason_for_code(code),
