@@ -1,8 +1,8 @@
 //! The request log and the in-flight counter.
 //!
 //! Every request to an interface path is recorded in arrival order (requests to the
-//! `/_simulator/*` control endpoints are not). Records hold no headers or bodies, so no
-//! secret ends up in the log.
+//! `/_simulator/*` control endpoints are not). Records hold no bodies and no header but the
+//! `User-Agent` (which tells several clients apart), so no secret ends up in the log.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +13,7 @@ use serde::Serialize;
 /// One served request.
 ///
 /// JSON form (`GET /_simulator/requests`): `{"method", "path", "query", "status", "unixMs",
-/// "durationMs"}`.
+/// "durationMs", "userAgent"}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestRecord {
     /// HTTP method, upper case (`GET`, `POST`, ...).
@@ -28,6 +28,8 @@ pub struct RequestRecord {
     pub unix_ms: i64,
     /// Time from arrival to the response being produced, including simulated latency.
     pub duration: Duration,
+    /// The request's `User-Agent` header, if any (as text; `None` when absent or not text).
+    pub user_agent: Option<String>,
 }
 
 impl RequestRecord {
@@ -65,6 +67,7 @@ struct RequestRecordJson<'a> {
     status: u16,
     unix_ms: i64,
     duration_ms: u64,
+    user_agent: Option<&'a str>,
 }
 
 impl Serialize for RequestRecord {
@@ -76,6 +79,7 @@ impl Serialize for RequestRecord {
             status: self.status,
             unix_ms: self.unix_ms,
             duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
+            user_agent: self.user_agent.as_deref(),
         }
         .serialize(serializer)
     }
@@ -143,6 +147,7 @@ mod tests {
             status: 200,
             unix_ms: 0,
             duration: Duration::from_millis(3),
+            user_agent: None,
         }
     }
 

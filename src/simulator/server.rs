@@ -93,6 +93,11 @@ async fn interface_layer(
     let unix_ms = now_ms();
     let method = request.method().as_str().to_string();
     let query = request.uri().query().map(str::to_string);
+    let user_agent = request
+        .headers()
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
 
     let decision = shared.faults.decide();
     let delay = shared.latency + decision.latency;
@@ -131,6 +136,7 @@ async fn interface_layer(
         status: status.as_u16(),
         unix_ms,
         duration: started.elapsed(),
+        user_agent,
     });
     response
 }
