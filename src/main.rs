@@ -69,8 +69,27 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
     Ok(0)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// Most time the runtime waits, at exit, for blocking tasks still running (a DNS lookup of an
+/// unreachable API server, say): the process exits within it.
+const RUNTIME_SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(cli_main());
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_TIMEOUT);
+    code
+}
+
+async fn cli_main() -> ExitCode {
     let cli = Cli::parse();
     let filter =
         tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| "warn".into());

@@ -1,6 +1,7 @@
 //! Reliability of the operator under injected faults: the service failing and losing answers,
-//! the operator crashing and restarting, the Kubernetes API failing, changes made behind the
-//! operator's back, invalid manifests and hostile answers. Each test is bounded in time and
+//! the operator crashing and restarting, the Kubernetes API failing, stalling or missing the
+//! CRDs, a leader cut off from it, changes made behind the operator's back, invalid manifests
+//! and hostile answers. Each test is bounded in time and
 //! checks the simulator's objects and request log: nothing duplicated, nothing lost.
 //!
 //! The promises these tests prove are listed in `docs/guarantees.md`.
@@ -33,3 +34,9 @@ mod stalls;
 
 #[path = "reliability/identity.rs"]
 mod identity;
+
+#[path = "reliability/leader.rs"]
+mod leader;
+
+#[path = "reliability/lifecycle.rs"]
+mod lifecycle;

@@ -11,9 +11,11 @@ pub mod error;
 pub mod find;
 pub mod identity;
 pub mod leader;
+mod lifecycle;
 pub mod managed;
 pub mod metrics;
 pub mod namespaces;
+pub mod readiness;
 pub mod secrets;
 pub mod server;
 pub mod status;
@@ -22,7 +24,6 @@ mod triggers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -34,11 +35,12 @@ use kube::runtime::reflector::{self, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::Client as ApiClient;
-use crate::cli::{ApiArgs, CliError};
+use crate::cli::ApiArgs;
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 pub use context::{Context, Settings};
 pub use error::{Error, Result};
-use metrics::{ApiRequestMetrics, Metrics};
+pub use lifecycle::{run, run_elected, shutdown_signal};
+use metrics::Metrics;
 use triggers::{ReferencingKeys, SecretOwners, touched};
 
 /// Output format of the logs.
@@ -95,8 +97,10 @@ pub struct RunArgs {
         default_value = "mailtarget-operator"
     )]
     pub leader_election_lease: String,
-    /// How long a Lease stays held without renewal; another replica takes over at most this
-    /// long after the leader stops.
+    /// How long a Lease stays held without renewal (whole seconds): another replica takes over
+    /// at most this long after the leader stops renewing. The leader renews every 2/15 of it
+    /// and writes nothing (to the service or to Kubernetes) once 2/3 of it passed since its
+    /// last successful renewal was sent (its renew deadline), then exits.
     #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
     pub leader_election_lease_duration: Duration,
     /// This replica's identity in the Lease and in Events (default: the pod name or host name).
@@ -108,6 +112,12 @@ pub struct RunArgs {
     /// namespace's resource can then take over any object. Default: none.
     #[arg(long, env = "MAILTARGET_DEFAULT_ADOPTION_POLICY", value_enum)]
     pub default_adoption_policy: Option<crate::crd::AdoptionPolicy>,
+    /// After SIGTERM or SIGINT, how long the reconciles in flight may take to finish before
+    /// they are stopped; the process then releases the leader Lease (at most 2 s more) and
+    /// exits, whatever the Kubernetes API does. Keep the Pod's terminationGracePeriodSeconds
+    /// above this plus 3 s.
+    #[arg(long, env = "MAILTARGET_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub shutdown_timeout: Duration,
     /// Reconciles run at once per kind.
     #[arg(long, env = "MAILTARGET_RECONCILE_CONCURRENCY", default_value_t = 16)]
     pub reconcile_concurrency: u16,
@@ -119,6 +129,8 @@ pub struct RunArgs {
 /// The three controllers' shared pieces, built from [`RunArgs`].
 pub struct Operator {
     ctx: Arc<Context>,
+    /// Becomes true once every cache holds its first list.
+    synced: tokio::sync::watch::Sender<bool>,
     /// Watched namespaces; empty: all.
     namespaces: Vec<String>,
     label_selector: Option<String>,
@@ -140,6 +152,7 @@ impl Operator {
         };
         Operator {
             ctx: Arc::new(Context::new(kube, api, metrics, settings, reporter)),
+            synced: tokio::sync::watch::Sender::new(false),
             namespaces: Vec::new(),
             label_selector: None,
             concurrency: 16,
@@ -169,6 +182,12 @@ impl Operator {
     /// The shared context (for tests and the metrics server).
     pub fn context(&self) -> Arc<Context> {
         self.ctx.clone()
+    }
+
+    /// Turns true once [`Self::run`] has every cache (the watched kinds and the managed
+    /// Secrets) filled with its first list: what `/readyz` waits for on the leader.
+    pub fn synced(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.synced.subscribe()
     }
 
     /// The watch of kind `K` (this operator's namespaces and label selector) that fills
@@ -299,120 +318,40 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        tokio::join!(sub_accounts, api_keys, domains, secret_watch);
-    }
-}
-
-/// Builds the service client for `run`, counting requests into `metrics`.
-fn api_client(args: &ApiArgs, metrics: Arc<Metrics>) -> std::result::Result<ApiClient, CliError> {
-    let config = args
-        .service_config()?
-        .with_observer(Arc::new(ApiRequestMetrics(metrics)));
-    Ok(ApiClient::new(config)?)
-}
-
-/// A future that resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
+        // Readiness: every cache holds its first list (the stores the claims keep are the
+        // controllers' own).
+        let synced = {
+            let claims = &self.ctx.claims;
+            let stores = (
+                claims.sub_accounts.get().cloned(),
+                claims.api_keys.get().cloned(),
+                claims.sending_domains.get().cloned(),
+                self.ctx.secret_cache.get().cloned(),
+            );
+            let synced = self.synced.clone();
+            let mut stopped = Box::pin(stop());
+            async move {
+                let (subs, keys, domains, secrets) = stores;
+                let all_filled = async {
+                    futures::join!(filled(subs), filled(keys), filled(domains), filled(secrets));
+                };
+                tokio::select! {
+                    () = all_filled => { synced.send_replace(true); }
+                    () = &mut stopped => {}
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+            }
+        };
+
+        tokio::join!(sub_accounts, api_keys, domains, secret_watch, synced);
     }
 }
 
-/// Runs the operator: connects to Kubernetes (kubeconfig or in-cluster) and the service, serves
-/// metrics and health, waits for the leader lease when asked, and reconciles until SIGTERM.
-///
-/// Errors: missing API key, no Kubernetes configuration, the metrics address cannot be bound.
-pub async fn run(args: RunArgs) -> std::result::Result<(), CliError> {
-    let metrics = Arc::new(Metrics::default());
-    let api = api_client(&args.api, metrics.clone())?;
-    let kube = Client::try_default()
-        .await
-        .map_err(|e| CliError::Config(format!("cannot reach Kubernetes: {e}")))?;
-    let identity = args.identity.clone().unwrap_or_else(|| {
-        std::env::var("HOSTNAME")
-            .unwrap_or_else(|_| format!("mailtarget-operator-{:08x}", rand::random::<u32>()))
-    });
-    let ready = Arc::new(AtomicBool::new(false));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|v| *v).await;
-        }
-    };
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        let _ = stop_tx.send(true);
-    });
-    let health = server::Health {
-        metrics: metrics.clone(),
-        ready: ready.clone(),
-    };
-    let bound = server::serve(args.metrics_addr, health, stopped()).await?;
-    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
-
-    let resync_interval = args.resync_interval.max(Duration::from_secs(1));
-    let settings = Settings {
-        resync_interval,
-        // Raised to the resync interval by the detail schedule when shorter.
-        detail_resync_interval: args.detail_resync_interval,
-        verify_first_interval: args.verify_first_interval.max(Duration::from_millis(100)),
-        verify_max_interval: args.verify_max_interval.max(Duration::from_secs(1)),
-        default_adoption_policy: args.default_adoption_policy,
-        ..Settings::default()
-    };
-    let operator = Operator::new(kube.clone(), api, metrics, settings, identity.clone())
-        .scoped(args.namespace.clone(), args.label_selector.clone())
-        .with_concurrency(args.reconcile_concurrency);
-
-    if args.leader_elect {
-        let namespace = args
-            .leader_election_namespace
-            .clone()
-            .unwrap_or_else(|| "default".into());
-        ready.store(true, Ordering::Relaxed);
-        let lease = leader::acquire(
-            kube,
-            &namespace,
-            &args.leader_election_lease,
-            &identity,
-            args.leader_election_lease_duration,
-            stopped(),
-        )
-        .await?;
-        let Some(mut lease) = lease else {
-            return Ok(());
-        };
-        tracing::info!(lease = %args.leader_election_lease, "became leader");
-        let lost = async move { lease.lost().await };
-        tokio::select! {
-            _ = operator.run(stopped()) => {},
-            _ = lost => {
-                tracing::error!("lost the leader lease; exiting so that another replica takes over");
-                return Err(CliError::Config("lost the leader lease".into()));
-            }
-        }
-        return Ok(());
+/// Resolves once `store` holds its first list (at once for `None`).
+async fn filled<K: kube::Resource + Clone + 'static>(store: Option<reflector::Store<K>>)
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    if let Some(store) = store {
+        let _ = store.wait_until_ready().await;
     }
-    ready.store(true, Ordering::Relaxed);
-    operator.run(stopped()).await;
-    Ok(())
 }

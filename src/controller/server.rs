@@ -1,10 +1,10 @@
 //! The operator's HTTP endpoints: `/metrics` (Prometheus/OpenMetrics text), `/healthz`
-//! (the process is alive) and `/readyz` (the controllers are running, or this replica is a
-//! standby waiting for the leader lease).
+//! (the process is alive) and `/readyz` (200 `ok` when ready as [`super::readiness`] rules,
+//! else 503 with the reason as one line of text, e.g. `CustomResourceDefinitions not
+//! established: apikeys.mailtarget.co`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -13,14 +13,15 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use super::metrics::Metrics;
+use super::readiness::Readiness;
 
 /// Shared state of the endpoints.
 #[derive(Clone, Debug)]
 pub struct Health {
     /// Metrics to serve.
     pub metrics: Arc<Metrics>,
-    /// Set once the controllers run (or the replica waits as a standby).
-    pub ready: Arc<AtomicBool>,
+    /// Whether the replica is ready, and why not.
+    pub readiness: Arc<Readiness>,
 }
 
 async fn metrics(State(h): State<Health>) -> impl IntoResponse {
@@ -37,11 +38,10 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn readyz(State(h): State<Health>) -> (StatusCode, &'static str) {
-    if h.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting")
+async fn readyz(State(h): State<Health>) -> (StatusCode, String) {
+    match h.readiness.check() {
+        Ok(()) => (StatusCode::OK, "ok".into()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 

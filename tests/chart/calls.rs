@@ -14,6 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
+use mailtarget_operator::controller::leader::{Elector, LeaderGate, LeaseSettings};
 use mailtarget_operator::controller::metrics::Metrics;
 use mailtarget_operator::controller::{Operator, Settings};
 use mailtarget_operator::crd::{ApiKey, SendingDomain, SubAccount};
@@ -288,23 +289,17 @@ async fn operator_requests() -> Vec<Sent> {
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(WAIT, task).await;
 
-    // Leader election, as `run --leader-elect` does it.
-    let leadership = tokio::time::timeout(
-        WAIT,
-        mailtarget_operator::controller::leader::acquire(
-            operator_kube,
-            "default",
-            LEASE,
-            "replica-a",
-            Duration::from_secs(15),
-            std::future::pending(),
-        ),
-    )
-    .await
-    .expect("the Lease is acquired in time")
-    .expect("leader election works");
-    assert!(leadership.is_some(), "this replica leads");
-    drop(leadership);
+    // Leader election, as `run --leader-elect` does it: take the Lease, then release it.
+    let mut elector = Elector::new(
+        operator_kube,
+        LeaseSettings::new("default", LEASE, "replica-a", Duration::from_secs(15)),
+        LeaderGate::closed(),
+    );
+    let leads = tokio::time::timeout(WAIT, elector.acquire(std::future::pending()))
+        .await
+        .expect("the Lease is acquired in time");
+    assert!(leads, "this replica leads");
+    elector.release(Duration::from_secs(5)).await;
     sim.shutdown().await;
     layer.sent()
 }

@@ -6,12 +6,12 @@
 use std::net::SocketAddr;
 use std::process::Output;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, FromArgMatches};
 use k8s_openapi::api::core::v1::Pod;
 use mailtarget_operator::cli::probe::ProbeArgs;
 use mailtarget_operator::controller::metrics::Metrics;
+use mailtarget_operator::controller::readiness::{Crds, Readiness, Role};
 use mailtarget_operator::controller::server::{Health, serve};
 use serde_json::Value;
 
@@ -123,10 +123,10 @@ async fn probe_follows_the_operators_readiness() {
         return;
     }
     let (_, args) = test_pod(defaults());
-    let ready = Arc::new(AtomicBool::new(false));
+    let readiness = Arc::new(Readiness::new(Role::Standby));
     let health = Health {
         metrics: Arc::new(Metrics::default()),
-        ready: ready.clone(),
+        readiness: readiness.clone(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let addr = serve("127.0.0.1:0".parse().unwrap(), health, async {
@@ -146,7 +146,7 @@ async fn probe_follows_the_operators_readiness() {
     let starting = bounded(run_probe(&args, addr)).await.expect("ends");
     assert_eq!(starting.status.code(), Some(1), "{}", text(&starting));
     assert!(text(&starting).contains("503"), "{}", text(&starting));
-    ready.store(true, Ordering::Relaxed);
+    readiness.set_crds(Crds::Established);
     let up = bounded(run_probe(&args, addr)).await.expect("ends");
     assert_eq!(up.status.code(), Some(0), "{}", text(&up));
     assert!(text(&up).contains("200"), "{}", text(&up));

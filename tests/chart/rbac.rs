@@ -216,21 +216,21 @@ pub const CALLS: &[Call] = &[
         "leases",
         "get",
         Scope::Lease { named: true },
-        "kube-lease-manager: reads the Lease",
+        "controller::leader: reads the Lease",
     ),
     call(
         "coordination.k8s.io",
         "leases",
         "create",
         Scope::Lease { named: false },
-        "kube-lease-manager: creates the Lease when missing",
+        "controller::leader: creates the Lease when missing",
     ),
     call(
         "coordination.k8s.io",
         "leases",
         "patch",
         Scope::Lease { named: true },
-        "kube-lease-manager: takes and renews the Lease (server-side apply)",
+        "controller::leader: takes, renews and releases the Lease (merge patch carrying its resourceVersion)",
     ),
 ];
 

@@ -1,0 +1,217 @@
+//! Leader election with a renew deadline: a leader cut off from the Kubernetes API (its requests
+//! stall at the test API server, the service still reachable) stops writing at its renew
+//! deadline, by its own clock, and the standby takes the Lease over and carries on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use mailtarget_operator::api::{Client as ApiClient, ClientConfig, RetryPolicy, UpdateApiKey};
+use mailtarget_operator::controller::leader::{self, Elector, LeaderGate, LeaseSettings, Lost};
+use mailtarget_operator::controller::metrics::Metrics;
+use mailtarget_operator::controller::{Operator, run_elected};
+use mailtarget_operator::crd::ApiKey;
+use mailtarget_operator::simulator::RequestRecord;
+use mailtarget_test_apiserver::RequestFilter;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::common::{KEY, WAIT, api_client, create, eventually, wait_for};
+use crate::harness::{NS, Rig, ready_now, settings};
+
+/// The header that tells the replicas' Kubernetes requests apart at the test API server.
+const REPLICA_HEADER: &str = "x-test-replica";
+const LEASE: &str = "mailtarget-operator";
+
+/// One replica: its own Kubernetes clients (Lease, and the controllers' gated one) and service
+/// client (its `User-Agent` is its name), running [`run_elected`] as `mailtarget-operator run
+/// --leader-elect` does, with a 2 s Lease (renew deadline 1.33 s, retry every 0.27 s).
+struct Replica {
+    gate: LeaderGate,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<(), Lost>>,
+}
+
+fn start_replica(rig: &Rig, name: &'static str) -> Replica {
+    let mut config = kube::Config::new(rig.server.url().parse().expect("server URL"));
+    config.headers.push((
+        http::HeaderName::from_static(REPLICA_HEADER),
+        http::HeaderValue::from_static(name),
+    ));
+    let lease_client = kube::Client::try_from(config.clone()).expect("kube client");
+    let gate = LeaderGate::closed();
+    let kube = leader::gated_client(config, gate.clone()).expect("gated kube client");
+    let mut service = ClientConfig::new(
+        rig.sim.base_url().parse().expect("simulator URL"),
+        rig.sim.transmission_url().parse().expect("simulator URL"),
+        KEY.to_string().into(),
+    );
+    service.user_agent = name.into();
+    service.timeout = Duration::from_secs(5);
+    service.retry = RetryPolicy {
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+    };
+    let service =
+        ApiClient::new(service.with_write_gate(Arc::new(gate.clone()))).expect("service client");
+    let operator = Operator::new(
+        kube,
+        service,
+        Arc::new(Metrics::default()),
+        settings(Duration::from_secs(1)),
+        name.into(),
+    );
+    let lease = LeaseSettings::new(NS, LEASE, name, Duration::from_secs(2));
+    let elector = Elector::new(lease_client, lease, gate.clone());
+    let (stop, rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = rx.clone();
+        async move {
+            let _ = rx.wait_for(|v| *v).await;
+        }
+    };
+    let task = tokio::spawn(run_elected(
+        operator,
+        elector,
+        stopped,
+        Duration::from_secs(2),
+        None,
+    ));
+    Replica { gate, stop, task }
+}
+
+/// The Lease's holder as the API server has it.
+async fn holder(kube: &kube::Client) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(kube.clone(), NS);
+    leases
+        .get_opt(LEASE)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+/// Waits (bounded by [`WAIT`], polling every 100 ms) until the Lease's holder is `want`.
+async fn wait_holder(kube: &kube::Client, want: Option<&str>) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let now = holder(kube).await;
+        if now.as_deref() == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Lease holder is {now:?}, not {want:?}, after {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The service writes made by the replica named `name`.
+fn writes_by(rig: &Rig, name: &str) -> Vec<RequestRecord> {
+    rig.sim
+        .request_log()
+        .into_iter()
+        .filter(|r| r.is_write() && r.user_agent.as_deref() == Some(name))
+        .collect()
+}
+
+fn key(name: &str) -> String {
+    format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: {name}}}\nspec: {{secretName: {name}-key}}\n"
+    )
+}
+
+/// Replica A leads and creates a key; B waits. Then every Kubernetes request of A stalls (its
+/// watches cut, its Lease renewals unanswered) while the service stays reachable to it. A stops
+/// writing at its renew deadline and gives the lead up; the key is then renamed at the service
+/// behind the operator's back, which a leader still running would correct. B takes the Lease
+/// over, corrects the name and creates a second key; no service write of A arrives after its
+/// deadline. On stop B releases the Lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_stops_writing_at_its_deadline_and_the_standby_takes_over() {
+    let rig = Rig::new(Rig::sim_config()).await;
+    let a = start_replica(&rig, "replica-a");
+    wait_holder(&rig.kube, Some("replica-a")).await;
+    let b = start_replica(&rig, "replica-b");
+    let keys: Api<ApiKey> = rig.api();
+    create(&keys, &key("first")).await;
+    let first = wait_for(&keys, "first", "Ready", ready_now).await;
+    let id = first.status.and_then(|s| s.id).expect("status.id");
+    assert_eq!(writes_by(&rig, "replica-a").len(), 1, "A created the key");
+    assert!(writes_by(&rig, "replica-b").is_empty(), "the standby wrote");
+
+    let faults = rig.server.faults();
+    faults.stall(RequestFilter::header(REPLICA_HEADER, "replica-a"));
+    faults.drop_watches();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while a.gate.is_open() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A still may write 10 s after it was cut off (renew deadline 1.33 s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let a_closed_ms = unix_ms();
+    let lost = tokio::time::timeout(Duration::from_secs(10), a.task)
+        .await
+        .expect("A ends once its deadline passed")
+        .expect("A's task");
+    assert_eq!(lost, Err(Lost::DeadlinePassed));
+
+    api_client(&rig.sim)
+        .update_api_key(
+            id,
+            &UpdateApiKey {
+                name: Some("renamed-by-hand".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("rename at the service");
+    wait_holder(&rig.kube, Some("replica-b")).await;
+    let sim = &rig.sim;
+    eventually("the standby corrects the name", || {
+        sim.snapshot()
+            .api_keys
+            .iter()
+            .any(|k| k.id == id && k.name == "first")
+    })
+    .await;
+    create(&keys, &key("second")).await;
+    wait_for(&keys, "second", "Ready", ready_now).await;
+
+    let late: Vec<_> = writes_by(&rig, "replica-a")
+        .into_iter()
+        .filter(|w| w.unix_ms >= a_closed_ms)
+        .map(|w| format!("{} {}", w.method, w.path))
+        .collect();
+    assert!(late.is_empty(), "A wrote after its deadline: {late:?}");
+    let by_b: Vec<String> = writes_by(&rig, "replica-b")
+        .into_iter()
+        .map(|w| format!("{} {}", w.method, w.path))
+        .collect();
+    assert!(
+        by_b.contains(&format!("PUT /api-key/{id}")) && by_b.contains(&"POST /api-key".to_string()),
+        "B corrected the name and created the second key: {by_b:?}"
+    );
+
+    let _ = b.stop.send(true);
+    let stopped = tokio::time::timeout(Duration::from_secs(10), b.task)
+        .await
+        .expect("B stops in time")
+        .expect("B's task");
+    assert_eq!(stopped, Ok(()));
+    assert!(!b.gate.is_open(), "no write after the release");
+    wait_holder(&rig.kube, None).await;
+}
