@@ -1747,9 +1747,22 @@ async fn request_log_and_control_endpoints() {
     assert_eq!(entries.len(), 4);
     assert_eq!(
         keys_of(&entries[1]),
-        set(&["method", "path", "query", "status", "unixMs", "durationMs"])
+        set(&[
+            "method",
+            "path",
+            "query",
+            "status",
+            "unixMs",
+            "durationMs",
+            "userAgent"
+        ])
     );
     assert_eq!(entries[1]["query"], "page=1&size=5");
+    assert!(
+        entries[1]["userAgent"].is_null(),
+        "this client sends no User-Agent: {}",
+        entries[1]
+    );
 
     for key in [None, Some(KEY)] {
         let reply = h.send(Method::GET, "/_simulator/faults", key, None).await;

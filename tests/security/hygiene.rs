@@ -139,6 +139,29 @@ async fn no_secret_in_logs_events_status_or_metrics() {
         logs.contains("mailtarget_operator"),
         "the operator's events are captured"
     );
+    // One span per reconcile naming the object, inherited by the spans of its API calls (the
+    // service client's and kube's), and one info line per create.
+    let in_a_reconcile = |inner: &str| {
+        logs.lines().any(|l| {
+            l.contains("reconcile{kind=\"ApiKey\" namespace=\"default\" name=\"")
+                && l.contains(" uid=\"")
+                && l.contains(inner)
+        })
+    };
+    assert!(
+        in_a_reconcile("mailtarget_api{endpoint=\"POST /api-key\""),
+        "a service call inside a reconcile's span"
+    );
+    assert!(
+        in_a_reconcile("HTTP{http.method=PATCH"),
+        "a Kubernetes call inside a reconcile's span"
+    );
+    assert!(
+        logs.lines().any(|l| l.contains(" INFO ")
+            && l.contains("reason=\"Created\"")
+            && l.contains("reconcile{")),
+        "an info line per create"
+    );
     assert!(
         events.contains("Created") && events.contains("SecretRestored"),
         "{events}"
