@@ -117,8 +117,10 @@ pub enum Ownership {
     /// The resource created the object, or took it over under an adoption policy: its
     /// `deletionPolicy` applies to it and its values are exported.
     Owned,
-    /// Recorded by an `ObserveOnly` reconcile of an object the resource did not own: switching
-    /// to `Full` takes it over only under an adoption policy.
+    /// The resource owns nothing: `id`, if set, was recorded by an `ObserveOnly` reconcile of
+    /// an object the resource did not own (switching to `Full` takes it over only under an
+    /// adoption policy), or the operator refused the object (`AlreadyExists`,
+    /// `ConflictingOwner`).
     Observed,
 }
 

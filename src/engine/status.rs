@@ -19,7 +19,7 @@ pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
     fn observed_generation(&self) -> Option<i64>;
     /// Sets `status.observedGeneration`.
     fn set_observed_generation(&mut self, generation: Option<i64>);
-    /// Forgets `status.id` and its ownership (the resource does not own the API object).
+    /// Forgets `status.id` and records that the resource owns nothing (`ownership: Observed`).
     fn clear_id(&mut self);
     /// `status.id`: the API object the resource manages.
     fn id(&self) -> Option<i64>;
@@ -89,7 +89,9 @@ macro_rules! managed_status {
             }
             fn clear_id(&mut self) {
                 self.id = None;
-                self.ownership = None;
+                // Explicit: an `id` that another field manager wrote stays in the stored status
+                // (server-side apply removes only the fields the operator's manager owns).
+                self.ownership = Some(Ownership::Observed);
             }
             fn ownership(&self) -> Option<Ownership> {
                 self.ownership

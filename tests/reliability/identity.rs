@@ -555,6 +555,7 @@ async fn an_observed_status_from_before_ownership_does_not_own() {
     create(&keys, &key_yaml("seen", &[])).await;
     let ready = json!({"type": "Ready", "status": "True", "reason": "Observed",
         "message": "observed", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    // Written by another field manager: the operator's applies cannot remove its `id`.
     keys.patch_status(
         "seen",
         &PatchParams::default(),
