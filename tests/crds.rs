@@ -32,7 +32,8 @@ fn crds_directory_matches_the_types() {
     );
 }
 
-/// Every example manifest passes validation.
+/// Every example manifest passes validation; the account example is validated too, and
+/// skipped by `plan`/`apply` with the reason they print.
 #[test]
 fn examples_are_valid() {
     let set = mailtarget_operator::manifest::load(&[
@@ -40,4 +41,35 @@ fn examples_are_valid() {
     ])
     .unwrap();
     assert_eq!(set.resources.len(), 5);
+    let skipped: Vec<(&str, &str)> = set
+        .skipped
+        .iter()
+        .map(|(_, what, why)| (what.as_str(), *why))
+        .collect();
+    assert_eq!(
+        skipped,
+        [(
+            "mailtarget.co/v1alpha1/Account \"second-company\"",
+            mailtarget_operator::manifest::ACCOUNT_KIND
+        )]
+    );
+}
+
+/// An account manifest with a schema violation fails like any other kind (it is not skipped
+/// unread), and a valid ClusterAccount is skipped.
+#[test]
+fn account_manifests_are_validated_then_skipped() {
+    use mailtarget_operator::manifest::{ACCOUNT_KIND, load_str};
+    let bad = "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {name: default}\nspec:\n  credentials: {secretRef: {name: mt}}\n  apiUrl: ftp://x\n  requestBudget: {concurrency: 0}\n";
+    let errors = load_str("accounts.yaml", bad).unwrap_err().to_string();
+    assert!(errors.contains("spec.apiUrl"), "{errors}");
+    assert!(
+        errors.contains("spec.requestBudget.concurrency"),
+        "{errors}"
+    );
+    let good = "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {name: default}\nspec:\n  credentials: {secretRef: {name: mt}}\n  scope: Company\n";
+    let set = load_str("accounts.yaml", good).unwrap();
+    assert!(set.resources.is_empty());
+    assert_eq!(set.skipped.len(), 1);
+    assert_eq!(set.skipped[0].2, ACCOUNT_KIND);
 }

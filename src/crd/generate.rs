@@ -3,10 +3,23 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use super::{ApiKey, SendingDomain, SubAccount};
+use super::{Account, ApiKey, ClusterAccount, SendingDomain, SubAccount};
 
-/// The three CustomResourceDefinitions, in dependency order (SubAccount first).
+/// Every CustomResourceDefinition, in dependency order: the accounts first (the others will
+/// name them), then SubAccount, ApiKey and SendingDomain.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        ClusterAccount::crd(),
+        Account::crd(),
+        SubAccount::crd(),
+        ApiKey::crd(),
+        SendingDomain::crd(),
+    ]
+}
+
+/// The CustomResourceDefinitions of the managed kinds only (SubAccount, ApiKey,
+/// SendingDomain): what releases before the account kinds installed.
+pub fn managed_crds() -> Vec<CustomResourceDefinition> {
     vec![SubAccount::crd(), ApiKey::crd(), SendingDomain::crd()]
 }
 

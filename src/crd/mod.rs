@@ -5,8 +5,13 @@
 //! - [`ApiKey`]: an API key (section "API keys"); its value is written to a Secret.
 //! - [`SendingDomain`]: a sending domain (section "Sending domains") and the DNS records to publish.
 //!
+//! Two kinds hold the credentials the operator calls the service with ([`account`]):
+//! - [`ClusterAccount`] (cluster-scoped; its Secret in the operator's namespace);
+//! - [`Account`] (namespaced; its Secret in its own namespace).
+//!
 //! The CRD YAML in `crds/` is generated from these types ([`generate::crds_yaml`]).
 
+pub mod account;
 pub mod apikey;
 pub mod common;
 pub mod conditions;
@@ -15,6 +20,10 @@ pub mod schema;
 pub mod sendingdomain;
 pub mod subaccount;
 
+pub use account::{
+    Account, AccountConnection, AccountKind, AccountSpec, AccountStatus, ClusterAccount,
+    ClusterAccountSpec, Credentials, KeyScope, RequestBudget, ScopeSource, SecretKeyReference,
+};
 pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
 pub use common::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::text::{MAX_LINE_CHARS, printable};
 
-pub use read::{ManifestSet, load, load_str};
+pub use read::{ACCOUNT_KIND, ManifestSet, NOT_OURS, load, load_str};
 
 /// Where a document came from: its file and its 1-based position among the file's documents.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,9 +17,18 @@ use crate::text::{MAX_VALUE_CHARS, printable};
 pub struct ManifestSet {
     /// Valid resources, in the order read (files sorted by path within a directory).
     pub resources: Vec<Loaded>,
-    /// Documents of other API groups, with a description such as `v1/Namespace "team-a"`.
-    pub skipped: Vec<(Source, String)>,
+    /// Documents not applied, with a description such as `v1/Namespace "team-a"` and why
+    /// ([`NOT_OURS`] or [`ACCOUNT_KIND`]).
+    pub skipped: Vec<(Source, String, &'static str)>,
 }
+
+/// Why a document of another API group is skipped.
+pub const NOT_OURS: &str = "not a mailtarget.co kind";
+
+/// Why a ClusterAccount or Account is skipped (after validation): `plan` and `apply` call the
+/// service with the key they are given, not with an account's Secret.
+pub const ACCOUNT_KIND: &str =
+    "accounts are used by the operator in a cluster; plan and apply use the key they are given";
 
 /// Reads every file and directory in `paths` (directories recursively, their `.yaml`, `.yml`
 /// and `.json` files in path order) and validates every document.
@@ -294,7 +303,7 @@ fn read_document(
     }
     if api_version.split('/').next() != Some(GROUP) {
         let described = format!("{}/{} {}", shown(api_version), shown(kind), quoted(name));
-        set.skipped.push((source, described));
+        set.skipped.push((source, described, NOT_OURS));
         return;
     }
     let object = Some(format!("{} {}", shown(kind), quoted(name)));
@@ -307,12 +316,13 @@ fn read_document(
         ));
         return;
     }
-    if !matches!(kind, "SubAccount" | "ApiKey" | "SendingDomain") {
+    let account = matches!(kind, "ClusterAccount" | "Account");
+    if !account && !matches!(kind, "SubAccount" | "ApiKey" | "SendingDomain") {
         errors.push(error(
             object,
             Some("kind"),
             format!(
-                "{} is not a kind of {GROUP}; use SubAccount, ApiKey or SendingDomain",
+                "{} is not a kind of {GROUP}; use SubAccount, ApiKey, SendingDomain, ClusterAccount or Account",
                 quoted(kind)
             ),
         ));
@@ -328,6 +338,11 @@ fn read_document(
             let field = (!v.field.is_empty()).then_some(v.field.as_str());
             errors.push(error(object.clone(), field, v.message));
         }
+        return;
+    }
+    if account {
+        let described = format!("{}/{} {}", shown(api_version), shown(kind), quoted(name));
+        set.skipped.push((source, described, ACCOUNT_KIND));
         return;
     }
     let resource = match kind {

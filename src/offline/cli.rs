@@ -177,8 +177,8 @@ fn approved(plan: &plan::OfflinePlan) -> bool {
 }
 
 fn report_skipped(set: &manifest::ManifestSet) {
-    for (source, what) in &set.skipped {
-        let note = format!("note: skipped {what} at {source}: not a mailtarget.co kind");
+    for (source, what, why) in &set.skipped {
+        let note = format!("note: skipped {what} at {source}: {why}");
         eprintln!("{}", printable(&note, MAX_LINE_CHARS));
     }
 }
