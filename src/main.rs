@@ -40,7 +40,7 @@ enum Command {
     /// keep its object), as deleting the resources in a cluster would.
     Destroy(DestroyArgs),
     /// Run the operator: reconcile SubAccount, ApiKey and SendingDomain resources in a cluster.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve the built-in simulator of the Mailtarget API.
     Simulator(SimulatorArgs),
     /// GET a URL once and exit 0 on a 2xx answer, 1 otherwise (e.g. the operator's `/readyz`
@@ -108,7 +108,9 @@ async fn cli_main() -> ExitCode {
         Command::Plan(args) => run_plan(args).await,
         Command::Apply(args) => run_apply(args).await,
         Command::Destroy(args) => run_destroy(args).await,
-        Command::Run(args) => mailtarget_operator::controller::run(args).await.map(|()| 0),
+        Command::Run(args) => mailtarget_operator::controller::run(*args)
+            .await
+            .map(|()| 0),
         Command::Probe(args) => Ok(run_probe(args).await),
         Command::Simulator(args) => mailtarget_operator::simulator::cli::run(args)
             .await

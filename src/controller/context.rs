@@ -99,6 +99,9 @@ pub struct Context {
         std::sync::OnceLock<kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Secret>>,
     /// The keyed digest written beside every Secret value (see [`super::secrets`]).
     pub digest: super::secrets::ValueDigest,
+    /// The accounts by name, with their clients (see [`super::accounts`]); `default` is the
+    /// client of the operator's flags while no ClusterAccount `default` exists.
+    pub accounts: Arc<super::accounts::AccountRegistry>,
 }
 
 impl Context {
@@ -121,6 +124,7 @@ impl Context {
         );
         let details =
             DetailSchedule::new(settings.resync_interval, settings.detail_resync_interval);
+        let accounts = Arc::new(super::accounts::AccountRegistry::new(Some(api.clone())));
         Context {
             kube,
             api,
@@ -135,6 +139,7 @@ impl Context {
             claims: super::claims::Claims::default(),
             secret_cache: std::sync::OnceLock::new(),
             digest,
+            accounts,
         }
     }
 

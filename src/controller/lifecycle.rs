@@ -15,20 +15,20 @@ use crate::cli::{ApiArgs, CliError};
 /// Longest wait for the release of the leader Lease at shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Builds the service client for `run`, counting requests into `metrics`, its writes gated by
-/// `gate` when set.
-fn api_client(
+/// The service client configuration for `run`, counting requests into `metrics`, its writes
+/// gated by `gate` when set; the accounts' clients start from it too.
+fn api_config(
     args: &ApiArgs,
     metrics: Arc<Metrics>,
     gate: Option<LeaderGate>,
-) -> Result<ApiClient, CliError> {
+) -> Result<crate::api::ClientConfig, CliError> {
     let mut config = args
         .service_config()?
         .with_observer(Arc::new(ApiRequestMetrics(metrics)));
     if let Some(gate) = gate {
         config = config.with_write_gate(Arc::new(gate));
     }
-    Ok(ApiClient::new(config)?)
+    Ok(config)
 }
 
 /// A future that resolves on SIGTERM or SIGINT.
@@ -95,7 +95,8 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         Some(gate) => leader::gated_client(config, gate.clone()).map_err(kube_error)?,
         None => base.clone(),
     };
-    let api = api_client(&args.api, metrics.clone(), gate.clone())?;
+    let api_config = api_config(&args.api, metrics.clone(), gate.clone())?;
+    let api = ApiClient::new(api_config.clone())?;
     let identity = args.identity.clone().unwrap_or_else(|| {
         std::env::var("HOSTNAME")
             .unwrap_or_else(|_| format!("mailtarget-operator-{:08x}", rand::random::<u32>()))
@@ -145,7 +146,9 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     };
     let operator = Operator::new(kube, api, metrics, settings, identity.clone())
         .scoped(args.namespace.clone(), args.label_selector.clone())
-        .with_concurrency(args.reconcile_concurrency);
+        .with_concurrency(args.reconcile_concurrency)
+        .with_cluster_resource_namespace(args.cluster_resource_namespace.clone())
+        .with_client_template(api_config);
     let mut synced = operator.synced();
     let marks_synced = readiness.clone();
     tokio::spawn(async move {

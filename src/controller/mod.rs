@@ -1,6 +1,7 @@
 //! `mailtarget-operator run`: one kube-rs `Controller` per kind, sharing the reconcile engine
 //! with `plan`/`apply`, plus metrics, health endpoints, leader election and graceful shutdown.
 
+pub mod accounts;
 pub mod cache;
 pub mod claims;
 pub mod common;
@@ -121,6 +122,11 @@ pub struct RunArgs {
     /// Reconciles run at once per kind.
     #[arg(long, env = "MAILTARGET_RECONCILE_CONCURRENCY", default_value_t = 16)]
     pub reconcile_concurrency: u16,
+    /// Namespace of the credentials Secrets of ClusterAccounts (as cert-manager's
+    /// `--cluster-resource-namespace`). Default: the operator's own namespace (in a pod, its
+    /// service account's; elsewhere, the kubeconfig context's).
+    #[arg(long, env = "MAILTARGET_CLUSTER_RESOURCE_NAMESPACE")]
+    pub cluster_resource_namespace: Option<String>,
     /// How to reach the service.
     #[command(flatten)]
     pub api: ApiArgs,
@@ -135,6 +141,10 @@ pub struct Operator {
     namespaces: Vec<String>,
     label_selector: Option<String>,
     concurrency: u16,
+    /// Where ClusterAccount Secrets live (`None`: the Kubernetes client's default namespace).
+    cluster_resource_namespace: Option<String>,
+    /// Settings of account clients besides key, addresses and budget (`None`: defaults).
+    client_template: Option<crate::api::ClientConfig>,
 }
 
 impl Operator {
@@ -156,7 +166,23 @@ impl Operator {
             namespaces: Vec::new(),
             label_selector: None,
             concurrency: 16,
+            cluster_resource_namespace: None,
+            client_template: None,
         }
+    }
+
+    /// Sets the namespace of ClusterAccount Secrets (`None`: the Kubernetes client's default
+    /// namespace, in a pod its own).
+    pub fn with_cluster_resource_namespace(mut self, namespace: Option<String>) -> Self {
+        self.cluster_resource_namespace = namespace.filter(|n| !n.is_empty());
+        self
+    }
+
+    /// Sets the settings account clients take besides key, addresses and budget: timeout, CA
+    /// bundle, retries, request observer (its key and addresses are replaced per account).
+    pub fn with_client_template(mut self, template: crate::api::ClientConfig) -> Self {
+        self.client_template = Some(template);
+        self
     }
 
     /// Restricts the watches to `namespaces` (none: all namespaces; an `Option` gives one
@@ -342,7 +368,33 @@ impl Operator {
             }
         };
 
-        tokio::join!(sub_accounts, api_keys, domains, secret_watch, synced);
+        let template = self.client_template.clone().unwrap_or_else(|| {
+            crate::api::ClientConfig::with_default_urls(String::new().into()).with_observer(
+                Arc::new(metrics::ApiRequestMetrics(self.ctx.metrics.clone())),
+            )
+        });
+        let accounts = accounts::run(
+            self.ctx.clone(),
+            accounts::Scope {
+                watched: self.namespaces.clone(),
+                operator_namespace: self
+                    .cluster_resource_namespace
+                    .clone()
+                    .unwrap_or_else(|| self.ctx.kube.default_namespace().to_owned()),
+                template,
+                concurrency: self.concurrency,
+            },
+            stop,
+        );
+
+        tokio::join!(
+            sub_accounts,
+            api_keys,
+            domains,
+            secret_watch,
+            synced,
+            accounts
+        );
     }
 }
 

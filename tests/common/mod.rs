@@ -31,6 +31,8 @@ pub struct Env {
     pub kube: kube::Client,
     pub api: ApiClient,
     settings: Settings,
+    /// The running operator's shared context (its account registry, caches).
+    pub ctx: Option<std::sync::Arc<mailtarget_operator::controller::Context>>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -41,6 +43,9 @@ pub struct Options {
     pub resync: Duration,
     /// `Settings::detail_resync_interval`; `None`: the same as `resync`.
     pub detail_resync: Option<Duration>,
+    /// Install only the managed kinds' CRDs (SubAccount, ApiKey, SendingDomain), as a cluster
+    /// upgraded with `helm upgrade` (which installs no new CRD) has them.
+    pub only_managed_crds: bool,
 }
 
 impl Default for Options {
@@ -49,6 +54,7 @@ impl Default for Options {
             verify_after_calls: 1,
             resync: Duration::from_secs(3),
             detail_resync: None,
+            only_managed_crds: false,
         }
     }
 }
@@ -64,8 +70,13 @@ pub fn api_client(sim: &Simulator) -> ApiClient {
 
 /// Creates the operator's CRDs and waits until they are served.
 pub async fn install_crds(kube: &kube::Client) {
+    install(kube, all_crds()).await;
+}
+
+/// Creates `list` and waits until each is served.
+pub async fn install(kube: &kube::Client, list: Vec<CustomResourceDefinition>) {
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    for crd in all_crds() {
+    for crd in list {
         let name = crd.name_any();
         crds.create(&PostParams::default(), &crd).await.unwrap();
         let established = await_condition(
@@ -92,7 +103,11 @@ impl Env {
             .try_init();
         let server = TestApiServer::start().await.unwrap();
         let kube = server.client();
-        install_crds(&kube).await;
+        if options.only_managed_crds {
+            install(&kube, mailtarget_operator::crd::generate::managed_crds()).await;
+        } else {
+            install_crds(&kube).await;
+        }
         let mut config = SimulatorConfig::new(KEY);
         config.verify_after_calls = options.verify_after_calls;
         let sim = Simulator::start(config).await.unwrap();
@@ -111,6 +126,7 @@ impl Env {
             kube,
             api,
             settings,
+            ctx: None,
             stop: None,
             task: None,
         };
@@ -127,6 +143,7 @@ impl Env {
             self.settings.clone(),
             "test".into(),
         );
+        self.ctx = Some(operator.context());
         let (tx, rx) = oneshot::channel::<()>();
         self.task = Some(tokio::spawn(operator.run(async move {
             let _ = rx.await;

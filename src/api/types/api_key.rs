@@ -6,6 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use super::serde_helpers::nullable;
 
+/// `subAccountId` of a company key, i.e. a key of no sub account. The interface does not say how a
+/// company key shows; the client reads an absent or null `subAccountId` as 0 too, and the
+/// simulator lists company keys with 0.
+pub const COMPANY_SUB_ACCOUNT_ID: i64 = 0;
+
 /// One API key as listed by `GET /api-key` (and embedded in a sub account detail).
 ///
 /// `key` is the key value itself: a secret, redacted in `Debug`.

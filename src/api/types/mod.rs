@@ -32,8 +32,8 @@ pub use analytics::{
     TransmissionEvents, TransmissionSender, TransmissionStats, TransmissionStatus,
 };
 pub use api_key::{
-    ApiKeyDetail, ApiKeyList, ApiKeyListItem, CreateApiKey, ListApiKeysQuery, Permission,
-    UpdateApiKey,
+    ApiKeyDetail, ApiKeyList, ApiKeyListItem, COMPANY_SUB_ACCOUNT_ID, CreateApiKey,
+    ListApiKeysQuery, Permission, UpdateApiKey,
 };
 pub use sending_domain::{
     CreateSendingDomain, ListSendingDomainsQuery, SendingDomainDetail, SendingDomainList,

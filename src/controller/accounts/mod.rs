@@ -1,0 +1,419 @@
+//! The accounts controller: one kube-runtime `Controller` per account kind (ClusterAccount,
+//! Account) that checks each account with one authenticated read and writes its status, plus
+//! the [`AccountRegistry`] that gives each managed resource the client of its account.
+//!
+//! A check (see [`check`]) reads the key from the account's Secret (a ClusterAccount's in the
+//! operator's namespace, an Account's in its own), builds the account's client (kept, with its
+//! request budget, while key, addresses and budget stay the same), makes one authenticated read
+//! and learns the key's scope. It never writes to the service. The outcome goes to `status`
+//! (`Ready` with reasons `Authenticated`, `CredentialsNotFound`, `CredentialsInvalid`,
+//! `Unauthorized`, `Unreachable`, `ApiRejected`, `InvalidSpec`; `Reconciling`, `Stalled` as for
+//! the other kinds) and to the registry.
+//!
+//! What starts a check: the account's creation or a change of its spec (its own status writes do
+//! not: the watch is filtered on `metadata.generation`), any change of a Secret it references
+//! (a metadata-only watch of Secrets, so a rotated key is used without a restart and no Secret
+//! data is cached), and the resync interval (a key deleted or disabled at the service shows at
+//! the next resync).
+//!
+//! Accounts are shared configuration: every operator instance watches all of them, whatever its
+//! `--label-selector`.
+
+mod check;
+pub mod registry;
+mod triggers;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, reflector};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Resource, ResourceExt};
+
+pub use registry::{AccountHandle, AccountName, AccountRegistry, DEFAULT_ACCOUNT, Resolved};
+
+use super::context::Context;
+use super::error::Result;
+use super::status::{Outcome, patch_status, set_conditions};
+use crate::crd::{Account, AccountKind, AccountStatus, ClusterAccount};
+use registry::Checked;
+
+/// What the controller needs to know of an account kind beyond [`AccountKind`].
+trait AccountObject:
+    AccountKind
+    + Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The kind, for metrics.
+    const KIND: &'static str;
+    /// The name the registry files it under.
+    fn account_name(&self) -> AccountName;
+    /// The namespace of its credentials Secret.
+    fn secret_namespace(&self, operator_namespace: &str) -> String;
+    /// The API of this object (for its status writes).
+    fn api(&self, kube: &kube::Client) -> Api<Self>;
+    /// A problem of the spec the schema cannot catch.
+    fn spec_problem(&self) -> Option<String> {
+        None
+    }
+}
+
+impl AccountObject for ClusterAccount {
+    const KIND: &'static str = "ClusterAccount";
+    fn account_name(&self) -> AccountName {
+        AccountName::Cluster(self.name_any())
+    }
+    fn secret_namespace(&self, operator_namespace: &str) -> String {
+        operator_namespace.to_owned()
+    }
+    fn api(&self, kube: &kube::Client) -> Api<Self> {
+        Api::all(kube.clone())
+    }
+    fn spec_problem(&self) -> Option<String> {
+        let selectors = [
+            ("namespaceSelector", &self.spec.namespace_selector),
+            (
+                "adoptionNamespaceSelector",
+                &self.spec.adoption_namespace_selector,
+            ),
+        ];
+        selectors.into_iter().find_map(|(field, selector)| {
+            let selector = selector.clone()?;
+            kube::core::Selector::try_from(selector)
+                .err()
+                .map(|e| format!("spec.{field}: {e}"))
+        })
+    }
+}
+
+impl AccountObject for Account {
+    const KIND: &'static str = "Account";
+    fn account_name(&self) -> AccountName {
+        AccountName::Namespaced {
+            namespace: self.namespace().unwrap_or_default(),
+            name: self.name_any(),
+        }
+    }
+    fn secret_namespace(&self, _operator_namespace: &str) -> String {
+        self.namespace().unwrap_or_default()
+    }
+    fn api(&self, kube: &kube::Client) -> Api<Self> {
+        Api::namespaced(kube.clone(), &self.namespace().unwrap_or_default())
+    }
+}
+
+/// Checks one account and writes its status (see the module documentation).
+async fn reconcile<K: AccountObject>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
+    super::common::measured(K::KIND, &ctx, check_and_record(obj, &ctx)).await
+}
+
+async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> Result<Action> {
+    let registry = &ctx.accounts;
+    let name = obj.account_name();
+    let uid = super::context::object_uid(obj.as_ref());
+    let generation = obj.meta().generation;
+    let connection = obj.connection();
+    let operator_namespace = registry.operator_namespace().unwrap_or("default");
+    if name == AccountName::default_account() && registry.has_flags_default() {
+        registry.warn_once(&uid, || {
+            tracing::warn!(
+                "ClusterAccount \"default\" exists: it replaces the account given by the operator's flags (--api-key, --api-url, --transmission-url)"
+            );
+        });
+    }
+    let secret_namespace = obj.secret_namespace(operator_namespace);
+    let shown_secret = format!(
+        "Secret \"{secret_namespace}/{}\"",
+        connection.credentials.secret_ref.name
+    );
+    let previous = registry.checked(&name, &uid);
+
+    let (outcome, found, client, fingerprint) = if let Some(problem) = obj.spec_problem() {
+        let outcome = Outcome::Stalled {
+            reason: "InvalidSpec",
+            message: problem,
+        };
+        (outcome, check::Found::default(), None, [0; 32])
+    } else {
+        match check::read_key(&ctx.kube, &secret_namespace, connection).await? {
+            Err(outcome) => (outcome, check::Found::default(), None, [0; 32]),
+            Ok(key) => {
+                let fingerprint = check::fingerprint(&key, connection);
+                let kept = previous
+                    .as_ref()
+                    .filter(|p| p.fingerprint == fingerprint)
+                    .and_then(|p| p.client.clone());
+                let client = match kept {
+                    Some(client) => Ok(client),
+                    None => match registry.template.get() {
+                        Some(template) => check::build_client(template, connection, key.clone()),
+                        None => check::build_client(
+                            &crate::api::ClientConfig::with_default_urls(key.clone()),
+                            connection,
+                            key.clone(),
+                        ),
+                    },
+                };
+                match client {
+                    Err(outcome) => (outcome, check::Found::default(), None, fingerprint),
+                    Ok(client) => match check::probe(&client, &key, connection.scope).await {
+                        Ok(found) => (
+                            check::ready(&connection.api_url, &found),
+                            found,
+                            Some(client),
+                            fingerprint,
+                        ),
+                        Err(e) => (
+                            check::failed(&connection.api_url, &shown_secret, &e),
+                            check::Found::default(),
+                            Some(client),
+                            fingerprint,
+                        ),
+                    },
+                }
+            }
+        }
+    };
+
+    let reason = match &outcome {
+        Outcome::Ready { reason, .. }
+        | Outcome::Progressing { reason, .. }
+        | Outcome::Stalled { reason, .. } => reason.to_string(),
+    };
+    let was_ready = previous.as_ref().is_some_and(|p| p.ready);
+    if outcome.is_ready() != was_ready || previous.as_ref().is_some_and(|p| p.reason != reason) {
+        tracing::info!(account = %name, reason = %reason, "account checked");
+    }
+    registry.record(
+        name,
+        Checked {
+            uid: uid.clone(),
+            fingerprint,
+            client,
+            reason,
+            ready: outcome.is_ready(),
+            scope: found.scope,
+        },
+    );
+    write_status(ctx, obj.as_ref(), &outcome, &found, generation).await?;
+    Ok(match outcome {
+        Outcome::Progressing { .. } => Action::requeue(ctx.failure_backoff(&uid)),
+        _ => {
+            ctx.reset_failures(&uid);
+            Action::requeue(ctx.resync_delay())
+        }
+    })
+}
+
+/// Writes the status the check produced, when it differs from the one the object carries.
+async fn write_status<K: AccountObject>(
+    ctx: &Context,
+    obj: &K,
+    outcome: &Outcome,
+    found: &check::Found,
+    generation: Option<i64>,
+) -> Result<()> {
+    let old = obj.account_status().cloned().unwrap_or_default();
+    let mut conditions = old.conditions.clone();
+    set_conditions(&mut conditions, outcome, generation);
+    let status = AccountStatus {
+        observed_generation: generation,
+        conditions,
+        scope: found.scope,
+        scope_source: found.source,
+        key_id: found.key_id,
+        sub_account_id: found.sub_account.as_ref().map(|(id, _)| *id),
+        sub_account_name: found.sub_account.as_ref().map(|(_, name)| name.clone()),
+    };
+    if status != old {
+        patch_status(&obj.api(&ctx.kube), &obj.name_any(), &status).await?;
+    }
+    Ok(())
+}
+
+/// Where the account controllers run and how they build clients.
+pub(super) struct Scope {
+    /// Namespaces of Accounts (empty: all).
+    pub watched: Vec<String>,
+    /// Where ClusterAccount Secrets live.
+    pub operator_namespace: String,
+    /// Client settings besides key, addresses and budget (timeout, CA bundle, observer).
+    pub template: crate::api::ClientConfig,
+    /// Checks run at once per kind.
+    pub concurrency: u16,
+}
+
+/// The two account controllers, the Secret and Namespace watches they need, until `stop`
+/// resolves.
+pub(super) async fn run<S, F>(ctx: Arc<Context>, scope: Scope, stop: S)
+where
+    S: Fn() -> F,
+    F: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
+    let Scope {
+        watched,
+        operator_namespace,
+        template,
+        concurrency,
+    } = scope;
+    let registry = ctx.accounts.clone();
+    let _ = registry.operator_namespace.set(operator_namespace.clone());
+    let _ = registry.template.set(template);
+    let config = ControllerConfig::default().concurrency(concurrency);
+    let kube = ctx.kube.clone();
+
+    // Namespaces (metadata only), for ClusterAccounts' namespace selectors.
+    let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+    let _ = registry.namespaces.set(namespaces);
+    let namespace_watch = reflector(
+        namespaces_writer,
+        watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(kube.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff(),
+    )
+    .take_until(stop())
+    .for_each(|_| async {});
+
+    // ClusterAccounts, cluster-wide.
+    let (clusters, clusters_writer) = reflector::store::<ClusterAccount>();
+    let _ = registry.cluster_accounts.set(clusters.clone());
+    let forget = registry.clone();
+    let cluster_events = reflector(
+        clusters_writer,
+        watcher(Api::<ClusterAccount>::all(kube.clone()), watcher::Config::default())
+            .default_backoff(),
+    )
+    .inspect(move |e| {
+        if let Ok(watcher::Event::Delete(obj)) = e {
+            forget.forget(&obj.account_name());
+            if obj.account_name() == AccountName::default_account() && forget.has_flags_default() {
+                tracing::info!(
+                    "ClusterAccount \"default\" deleted: the account given by the operator's flags is used again"
+                );
+            }
+        }
+    })
+    .applied_objects()
+    .predicate_filter(predicates::generation, Default::default());
+
+    // Accounts, in the watched namespaces.
+    let (accounts, accounts_writer) = reflector::store::<Account>();
+    let _ = registry.accounts.set(accounts.clone());
+    let forget = registry.clone();
+    let account_watch = super::namespaces::watch(
+        &kube,
+        &watched,
+        &watcher::Config::default(),
+        accounts_writer.as_reader(),
+    );
+    let account_events = reflector(accounts_writer, account_watch)
+        .inspect(move |e| {
+            if let Ok(watcher::Event::Delete(obj)) = e {
+                forget.forget(&obj.account_name());
+            }
+        })
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
+
+    // Secrets (metadata only) where account Secrets live, routed to the accounts naming them.
+    let (router, cluster_trigger, account_trigger) = triggers::SecretReferences::channels(
+        clusters.clone(),
+        accounts.clone(),
+        &operator_namespace,
+    );
+    let secret_namespaces = triggers::secret_namespaces(&watched, &operator_namespace);
+    let secret_watch = futures::stream::select_all(secret_namespaces.into_iter().map(|ns| {
+        let api: Api<PartialObjectMeta<Secret>> = match &ns {
+            None => Api::all(kube.clone()),
+            Some(ns) => Api::namespaced(kube.clone(), ns),
+        };
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed()
+    }))
+    .take_until(stop())
+    .for_each(move |event| {
+        if let Ok(
+            watcher::Event::Apply(secret)
+            | watcher::Event::InitApply(secret)
+            | watcher::Event::Delete(secret),
+        ) = &event
+        {
+            router.trigger(secret);
+        }
+        async {}
+    });
+
+    let cluster_controller = Controller::for_stream(cluster_events, clusters.clone())
+        .reconcile_on(cluster_trigger)
+        .with_config(config.clone())
+        .graceful_shutdown_on(stop())
+        .run(
+            reconcile::<ClusterAccount>,
+            super::common::error_policy,
+            ctx.clone(),
+        )
+        .for_each(log_queue_error);
+    let account_controller = Controller::for_stream(account_events, accounts.clone())
+        .reconcile_on(account_trigger)
+        .with_config(config)
+        .graceful_shutdown_on(stop())
+        .run(reconcile::<Account>, super::common::error_policy, ctx)
+        .for_each(log_queue_error);
+    let cluster_controller = unless_never_listed(cluster_controller, clusters, stop());
+    let account_controller = unless_never_listed(account_controller, accounts, stop());
+
+    tokio::join!(
+        namespace_watch,
+        secret_watch,
+        cluster_controller,
+        account_controller
+    );
+}
+
+/// Runs `controller` until it ends, or until `stop` resolves while its cache has never been
+/// filled: kube-runtime holds a controller's runner until its cache is ready, so a controller
+/// whose kind is not served (its CRD not installed) would not end on `stop`. Otherwise the
+/// controller ends by itself after `stop` (graceful shutdown: checks in flight finish).
+async fn unless_never_listed<K>(
+    controller: impl std::future::Future<Output = ()>,
+    cache: reflector::Store<K>,
+    stop: impl std::future::Future<Output = ()>,
+) where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    use futures::FutureExt;
+    let abandon = async move {
+        stop.await;
+        if matches!(cache.wait_until_ready().now_or_never(), Some(Ok(()))) {
+            futures::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = controller => {},
+        () = abandon => {},
+    }
+}
+
+/// Logs a watch failure the controller passed on (e.g. the account CRDs are not installed:
+/// `helm upgrade` does not install new CRDs); the watch retries with backoff.
+async fn log_queue_error<T, E: std::fmt::Display>(
+    result: std::result::Result<T, kube::runtime::controller::Error<E, watcher::Error>>,
+) {
+    if let Err(kube::runtime::controller::Error::QueueError(e)) = result {
+        tracing::warn!(error = %e, "cannot watch the account kinds; are the CRDs installed (`kubectl apply -f crds/`)?");
+    }
+}

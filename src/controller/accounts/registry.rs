@@ -1,0 +1,306 @@
+//! The accounts the operator can call the service with, by name: each checked ClusterAccount and
+//! Account with its API client (which carries the account's request budget), and the
+//! ClusterAccount `default` built from the operator's flags while no such object exists.
+//!
+//! The accounts controller fills it after each check; later steps give every managed resource
+//! the client of the account it names through [`AccountRegistry::resolve`]. Whether an object
+//! still exists is read from the controllers' caches, so an account deleted (or never created)
+//! resolves as such even before its entry is pruned.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::core::{PartialObjectMeta, Selector, SelectorExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::api::{Client as ApiClient, ClientConfig};
+use crate::crd::{Account, ClusterAccount, KeyScope};
+
+/// The name of the ClusterAccount a resource without `accountRef` uses.
+pub const DEFAULT_ACCOUNT: &str = "default";
+
+/// Names one account.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AccountName {
+    /// A ClusterAccount, by name.
+    Cluster(String),
+    /// An Account, by namespace and name.
+    Namespaced {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+impl AccountName {
+    /// The ClusterAccount `default`.
+    pub fn default_account() -> Self {
+        AccountName::Cluster(DEFAULT_ACCOUNT.into())
+    }
+}
+
+impl std::fmt::Display for AccountName {
+    /// `ClusterAccount "name"` or `Account "namespace/name"`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AccountName::Cluster(name) => write!(f, "ClusterAccount \"{name}\""),
+            AccountName::Namespaced { namespace, name } => {
+                write!(f, "Account \"{namespace}/{name}\"")
+            }
+        }
+    }
+}
+
+/// An account ready to be called with.
+#[derive(Clone)]
+pub struct AccountHandle {
+    /// The client: the account's key and addresses, and its request budget (shared by clones).
+    pub client: ApiClient,
+    /// The key's scope, when known.
+    pub scope: Option<KeyScope>,
+    /// True for the `default` account built from the operator's flags (no object).
+    pub from_flags: bool,
+}
+
+/// What [`AccountRegistry::resolve`] found.
+#[derive(Clone)]
+pub enum Resolved {
+    /// The account exists and its last check succeeded.
+    Ready(AccountHandle),
+    /// The account exists but is not usable now: its `Ready` condition says why.
+    NotReady {
+        /// `Ready`'s reason, e.g. `Unauthorized` (`Pending` before the first check).
+        reason: String,
+    },
+    /// No such account.
+    NotFound,
+}
+
+/// The outcome of one check of an account object, as the registry keeps it.
+#[derive(Clone)]
+pub(super) struct Checked {
+    /// UID of the object checked (an object deleted and created again is another account).
+    pub uid: String,
+    /// The digest of what built the client (key, addresses, budget): the client is kept, with
+    /// its budget, while it stays the same.
+    pub fingerprint: [u8; 32],
+    /// The client built for it, when credentials could be read.
+    pub client: Option<ApiClient>,
+    /// `Ready`'s reason after the check.
+    pub reason: String,
+    /// Whether the check succeeded.
+    pub ready: bool,
+    /// The scope found or declared.
+    pub scope: Option<KeyScope>,
+}
+
+/// The accounts by name (see the module documentation).
+pub struct AccountRegistry {
+    /// The `default` account from the operator's flags, used while no ClusterAccount `default`
+    /// exists.
+    from_flags: Option<ApiClient>,
+    checked: RwLock<HashMap<AccountName, Checked>>,
+    pub(super) cluster_accounts: OnceLock<Store<ClusterAccount>>,
+    pub(super) accounts: OnceLock<Store<Account>>,
+    pub(super) namespaces: OnceLock<Store<PartialObjectMeta<Namespace>>>,
+    /// The operator's own namespace (ClusterAccount Secrets live there).
+    pub(super) operator_namespace: OnceLock<String>,
+    /// Settings of every account's client besides key, addresses and budget: timeout, CA
+    /// bundle, retries, request observer (from the operator's flags, set when it runs).
+    pub(super) template: OnceLock<ClientConfig>,
+    /// UIDs of objects already warned about.
+    warned: Mutex<HashSet<String>>,
+}
+
+impl AccountRegistry {
+    /// A registry whose `default` account, while no ClusterAccount `default` exists, is
+    /// `from_flags` (the operator's `--api-key` and addresses; a company key by the flag's
+    /// definition).
+    pub fn new(from_flags: Option<ApiClient>) -> Self {
+        AccountRegistry {
+            from_flags,
+            checked: RwLock::default(),
+            cluster_accounts: OnceLock::new(),
+            accounts: OnceLock::new(),
+            namespaces: OnceLock::new(),
+            operator_namespace: OnceLock::new(),
+            template: OnceLock::new(),
+            warned: Mutex::default(),
+        }
+    }
+
+    /// Runs `warn` the first time it is called for `uid`.
+    pub(super) fn warn_once(&self, uid: &str, warn: impl FnOnce()) {
+        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        if warned.insert(uid.to_owned()) {
+            warn();
+        }
+    }
+
+    /// The operator's own namespace, once the operator runs.
+    pub fn operator_namespace(&self) -> Option<&str> {
+        self.operator_namespace.get().map(String::as_str)
+    }
+
+    /// The account `name` names, as the caches and the last checks know it.
+    pub fn resolve(&self, name: &AccountName) -> Resolved {
+        let uid = match name {
+            AccountName::Cluster(n) => self
+                .cluster_accounts
+                .get()
+                .and_then(|s| s.get(&ObjectRef::new(n)))
+                .map(|o| o.uid()),
+            AccountName::Namespaced { namespace, name } => self
+                .accounts
+                .get()
+                .and_then(|s| s.get(&ObjectRef::new(name).within(namespace)))
+                .map(|o| o.uid()),
+        };
+        let Some(uid) = uid else {
+            return match (&self.from_flags, name) {
+                (Some(client), AccountName::Cluster(n)) if n == DEFAULT_ACCOUNT => {
+                    Resolved::Ready(AccountHandle {
+                        client: client.clone(),
+                        scope: Some(KeyScope::Company),
+                        from_flags: true,
+                    })
+                }
+                _ => Resolved::NotFound,
+            };
+        };
+        let checked = self.checked.read().unwrap_or_else(|p| p.into_inner());
+        match checked.get(name) {
+            Some(c) if Some(&c.uid) == uid.as_ref() => match (&c.client, c.ready) {
+                (Some(client), true) => Resolved::Ready(AccountHandle {
+                    client: client.clone(),
+                    scope: c.scope,
+                    from_flags: false,
+                }),
+                _ => Resolved::NotReady {
+                    reason: c.reason.clone(),
+                },
+            },
+            _ => Resolved::NotReady {
+                reason: "Pending".into(),
+            },
+        }
+    }
+
+    /// True when resources of `namespace` may use ClusterAccount `account`: its
+    /// `spec.namespaceSelector` matches the namespace's labels (unset: every namespace). False
+    /// while the namespace is not in the cache, or the selector is invalid.
+    pub fn namespace_may_use(&self, account: &ClusterAccount, namespace: &str) -> bool {
+        match &account.spec.namespace_selector {
+            None => true,
+            Some(selector) => self.selector_matches(selector, namespace),
+        }
+    }
+
+    /// True when resources of `namespace` may adopt existing objects through ClusterAccount
+    /// `account`: its `spec.adoptionNamespaceSelector` matches (unset: the operator's own
+    /// namespace only).
+    pub fn namespace_may_adopt(&self, account: &ClusterAccount, namespace: &str) -> bool {
+        match &account.spec.adoption_namespace_selector {
+            None => self.operator_namespace() == Some(namespace),
+            Some(selector) => self.selector_matches(selector, namespace),
+        }
+    }
+
+    fn selector_matches(
+        &self,
+        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+        namespace: &str,
+    ) -> bool {
+        let Ok(selector) = Selector::try_from(selector.clone()) else {
+            return false;
+        };
+        let Some(ns) = self
+            .namespaces
+            .get()
+            .and_then(|s| s.get(&ObjectRef::new(namespace)))
+        else {
+            return false;
+        };
+        selector.matches(ns.labels())
+    }
+
+    /// The last check of `name`, if it was of the object with `uid`.
+    pub(super) fn checked(&self, name: &AccountName, uid: &str) -> Option<Checked> {
+        let checked = self.checked.read().unwrap_or_else(|p| p.into_inner());
+        checked.get(name).filter(|c| c.uid == uid).cloned()
+    }
+
+    /// Records the check of `name`.
+    pub(super) fn record(&self, name: AccountName, entry: Checked) {
+        let mut checked = self.checked.write().unwrap_or_else(|p| p.into_inner());
+        checked.insert(name, entry);
+    }
+
+    /// Forgets `name` (its object was deleted).
+    pub(super) fn forget(&self, name: &AccountName) {
+        let mut checked = self.checked.write().unwrap_or_else(|p| p.into_inner());
+        checked.remove(name);
+    }
+
+    /// True when the operator was given flags for the `default` account.
+    pub fn has_flags_default(&self) -> bool {
+        self.from_flags.is_some()
+    }
+}
+
+/// Shared handle of the registry, as the context holds it.
+pub type SharedRegistry = Arc<AccountRegistry>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ClientConfig;
+
+    fn client() -> ApiClient {
+        ApiClient::new(ClientConfig::new(
+            "http://127.0.0.1:9".parse().unwrap(),
+            "http://127.0.0.1:9/v1".parse().unwrap(),
+            "k".to_string().into(),
+        ))
+        .unwrap()
+    }
+
+    /// Without a ClusterAccount `default`, the flags' client answers for it (as a company key);
+    /// no other name resolves; with no flags, `default` is not found either.
+    #[test]
+    fn flags_stand_in_for_a_missing_default() {
+        let registry = AccountRegistry::new(Some(client()));
+        match registry.resolve(&AccountName::default_account()) {
+            Resolved::Ready(h) => {
+                assert!(h.from_flags);
+                assert_eq!(h.scope, Some(KeyScope::Company));
+            }
+            _ => panic!("default from flags expected"),
+        }
+        assert!(matches!(
+            registry.resolve(&AccountName::Cluster("other".into())),
+            Resolved::NotFound
+        ));
+        assert!(matches!(
+            AccountRegistry::new(None).resolve(&AccountName::default_account()),
+            Resolved::NotFound
+        ));
+    }
+
+    /// Names print as users write them.
+    #[test]
+    fn names_display_kind_and_name() {
+        assert_eq!(
+            AccountName::default_account().to_string(),
+            "ClusterAccount \"default\""
+        );
+        let n = AccountName::Namespaced {
+            namespace: "team-a".into(),
+            name: "billing".into(),
+        };
+        assert_eq!(n.to_string(), "Account \"team-a/billing\"");
+    }
+}

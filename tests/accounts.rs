@@ -1,0 +1,458 @@
+//! The account kinds (ClusterAccount, Account) against the test API server and the simulator:
+//! each account is checked with one authenticated read, never a write to the service; its
+//! status says whether the key works and what its scope is; a changed credentials Secret is
+//! used without a restart; the registry gives the account's client by name.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{Env, Options, create, ready_is, wait_for};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use mailtarget_operator::api::{CreateApiKey, CreateSubAccount, ListApiKeysQuery};
+use mailtarget_operator::controller::accounts::{AccountName, Resolved};
+use mailtarget_operator::crd::{Account, AccountStatus, ClusterAccount, KeyScope, ScopeSource};
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+/// An environment whose resync is long: anything that happens within a test's bounded waits
+/// was started by a watch event, not by the periodic resync.
+async fn env() -> Env {
+    Env::start_with(Options {
+        resync: Duration::from_secs(300),
+        ..Default::default()
+    })
+    .await
+}
+
+/// Secret `name` holding `value` under `key`.
+fn secret(name: &str, key: &str, value: &str) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            key.to_string(),
+            ByteString(value.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    }
+}
+
+/// Writes Secret `name` in `default` holding `value` under `apiKey` (created, or replaced).
+async fn put_secret(env: &Env, name: &str, value: &str) {
+    let secrets: Api<Secret> = env.api();
+    secrets
+        .patch(
+            name,
+            &PatchParams::apply("accounts-test").force(),
+            &Patch::Apply(&secret(name, "apiKey", value)),
+        )
+        .await
+        .unwrap();
+}
+
+/// A new company key at the service: its id and value.
+async fn company_key(env: &Env, name: &str) -> (i64, String) {
+    let key = env
+        .api
+        .create_api_key(&CreateApiKey {
+            name: Some(name.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    (key.id, key.key.expose_secret().to_string())
+}
+
+fn cluster_accounts(env: &Env) -> Api<ClusterAccount> {
+    Api::all(env.kube.clone())
+}
+
+async fn create_cluster_account(env: &Env, name: &str, secret: &str) -> ClusterAccount {
+    create(
+        &cluster_accounts(env),
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: {name}}}\nspec:\n  credentials: {{secretRef: {{name: {secret}}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n",
+            env.sim.base_url(),
+            env.sim.transmission_url()
+        ),
+    )
+    .await
+}
+
+/// True when `Ready` has `status` (and `reason`, when given) for the current generation.
+fn ready<K: kube::Resource>(
+    status: Option<&AccountStatus>,
+    obj: &K,
+    want: &str,
+    reason: Option<&str>,
+) -> bool {
+    status.is_some_and(|s| ready_is(obj, &s.conditions, want, reason))
+}
+
+fn ready_condition(status: &AccountStatus) -> &mailtarget_operator::crd::Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition")
+}
+
+/// A ClusterAccount with a company key and another with a sub account key become Ready with
+/// the scope found in the key list (the key's own entry), with no write to the service; the
+/// registry then gives each one's client by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn valid_keys_are_ready_with_their_scope() {
+    let env = env().await;
+    let (company_id, company) = company_key(&env, "operator").await;
+    let sub = env
+        .api
+        .create_sub_account(&CreateSubAccount {
+            name: Some("team-a".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("team-a-operator".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let sub_key = &sub.api_keys[0];
+    put_secret(&env, "company", &company).await;
+    put_secret(&env, "team-a", sub_key.key.expose_secret()).await;
+    env.sim.clear_request_log();
+
+    create_cluster_account(&env, "company", "company").await;
+    create_cluster_account(&env, "team-a", "team-a").await;
+    let api = cluster_accounts(&env);
+    let c = wait_for(&api, "company", "Ready", |a: &ClusterAccount| {
+        ready(a.status.as_ref(), a, "True", Some("Authenticated"))
+    })
+    .await;
+    let status = c.status.unwrap();
+    assert_eq!(status.scope, Some(KeyScope::Company));
+    assert_eq!(status.scope_source, Some(ScopeSource::KeyList));
+    assert_eq!(status.key_id, Some(company_id));
+    assert_eq!(status.sub_account_id, None);
+    assert_eq!(status.observed_generation, c.metadata.generation);
+
+    let t = wait_for(&api, "team-a", "Ready", |a: &ClusterAccount| {
+        ready(a.status.as_ref(), a, "True", Some("Authenticated"))
+    })
+    .await;
+    let status = t.status.unwrap();
+    assert_eq!(status.scope, Some(KeyScope::SubAccount));
+    assert_eq!(status.key_id, Some(sub_key.id));
+    assert_eq!(status.sub_account_id, Some(sub.id));
+    assert_eq!(status.sub_account_name.as_deref(), Some("team-a"));
+    let status_json = serde_json::to_string(&status).unwrap();
+    assert!(
+        !status_json.contains(sub_key.key.expose_secret()),
+        "a key value reached status"
+    );
+
+    assert!(
+        env.writes().is_empty(),
+        "an account check wrote to the service"
+    );
+    let reads = env.sim.request_log();
+    assert!(
+        reads
+            .iter()
+            .all(|r| r.method == "GET" && r.path == "/api-key"),
+        "only key list reads: {:?}",
+        reads
+            .iter()
+            .map(|r| (&r.method, &r.path))
+            .collect::<Vec<_>>()
+    );
+
+    // The registry gives each account's client, whose key is the account's: the sub account key
+    // sees only its sub account's keys.
+    let registry = &env.ctx.as_ref().unwrap().accounts;
+    let Resolved::Ready(handle) = registry.resolve(&AccountName::Cluster("team-a".into())) else {
+        panic!("ClusterAccount team-a does not resolve as Ready");
+    };
+    assert_eq!(handle.scope, Some(KeyScope::SubAccount));
+    assert!(!handle.from_flags);
+    let seen = handle
+        .client
+        .list_all_api_keys(&ListApiKeysQuery::default())
+        .await
+        .unwrap();
+    assert!(!seen.is_empty() && seen.iter().all(|k| k.sub_account_id == sub.id));
+    env.stop().await;
+}
+
+/// A key the service refuses: `Ready=False`, `Unauthorized`, `Stalled`, a message naming the
+/// Secret and never the key; the registry does not hand out its client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_is_unauthorized() {
+    let env = env().await;
+    put_secret(&env, "wrong", "not-a-key-of-this-company").await;
+    create_cluster_account(&env, "wrong", "wrong").await;
+    let a = wait_for(
+        &cluster_accounts(&env),
+        "wrong",
+        "Unauthorized",
+        |a: &ClusterAccount| ready(a.status.as_ref(), a, "False", Some("Unauthorized")),
+    )
+    .await;
+    let status = a.status.unwrap();
+    let condition = ready_condition(&status);
+    assert!(
+        condition.message.contains("Secret \"default/wrong\""),
+        "{}",
+        condition.message
+    );
+    assert!(!condition.message.contains("not-a-key-of-this-company"));
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Stalled" && c.status == "True")
+    );
+    assert_eq!(status.scope, None);
+    let registry = &env.ctx.as_ref().unwrap().accounts;
+    match registry.resolve(&AccountName::Cluster("wrong".into())) {
+        Resolved::NotReady { reason } => assert_eq!(reason, "Unauthorized"),
+        _ => panic!("an unauthorized account resolved otherwise"),
+    }
+    env.stop().await;
+}
+
+/// A missing Secret: `CredentialsNotFound` naming the Secret (in the operator's namespace); a
+/// Secret without the key: the same, naming the key; once the key is there, `Ready`, through
+/// the Secret watch alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_secret_is_named_and_its_creation_picked_up() {
+    let env = env().await;
+    let (_, company) = company_key(&env, "operator").await;
+    create_cluster_account(&env, "later", "later-credentials").await;
+    let api = cluster_accounts(&env);
+    let a = wait_for(
+        &api,
+        "later",
+        "CredentialsNotFound",
+        |a: &ClusterAccount| ready(a.status.as_ref(), a, "False", Some("CredentialsNotFound")),
+    )
+    .await;
+    let message = &ready_condition(a.status.as_ref().unwrap()).message;
+    assert!(
+        message.contains("Secret \"default/later-credentials\" not found"),
+        "{message}"
+    );
+
+    // The Secret appears with another key only.
+    let secrets: Api<Secret> = env.api();
+    let other = secret("later-credentials", "token", &company);
+    secrets
+        .create(&PostParams::default(), &other)
+        .await
+        .unwrap();
+    wait_for(
+        &api,
+        "later",
+        "told the key is missing",
+        |a: &ClusterAccount| {
+            a.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Ready"
+                        && c.reason == "CredentialsNotFound"
+                        && c.message.contains("has no key \"apiKey\"")
+                })
+            })
+        },
+    )
+    .await;
+
+    put_secret(&env, "later-credentials", &company).await;
+    wait_for(&api, "later", "Ready", |a: &ClusterAccount| {
+        ready(a.status.as_ref(), a, "True", Some("Authenticated"))
+    })
+    .await;
+    env.stop().await;
+}
+
+/// A key rotated in the Secret is used without a restart: after the old key is deleted at the
+/// service (unnoticed until the next resync, minutes away), writing the new key to the Secret
+/// makes the account authenticate with it, and the registry's client for it is the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_key_is_picked_up_without_restart() {
+    let env = env().await;
+    let (old_id, old) = company_key(&env, "old").await;
+    let (new_id, new) = company_key(&env, "new").await;
+    put_secret(&env, "rotating", &old).await;
+    create_cluster_account(&env, "rotating", "rotating").await;
+    let api = cluster_accounts(&env);
+    wait_for(&api, "rotating", "Ready with the old key", move |a| {
+        ready(a.status.as_ref(), a, "True", None)
+            && a.status.as_ref().and_then(|s| s.key_id) == Some(old_id)
+    })
+    .await;
+
+    env.api.delete_api_key(old_id).await.unwrap();
+    put_secret(&env, "rotating", &new).await;
+    wait_for(&api, "rotating", "Ready with the new key", move |a| {
+        ready(a.status.as_ref(), a, "True", None)
+            && a.status.as_ref().and_then(|s| s.key_id) == Some(new_id)
+    })
+    .await;
+    let registry = &env.ctx.as_ref().unwrap().accounts;
+    let Resolved::Ready(handle) = registry.resolve(&AccountName::Cluster("rotating".into())) else {
+        panic!("not Ready in the registry");
+    };
+    // The old key is gone at the service: only the new one authenticates.
+    handle
+        .client
+        .list_api_keys(&ListApiKeysQuery::default())
+        .await
+        .expect("the registry's client uses the new key");
+    env.stop().await;
+}
+
+/// A namespaced Account reads its Secret from its own namespace; the scope declared in the spec
+/// is reported as declared after one page of one key is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_with_a_declared_scope() {
+    let env = env().await;
+    let (_, company) = company_key(&env, "team-key").await;
+    put_secret(&env, "second", &company).await;
+    env.sim.clear_request_log();
+    let accounts: Api<Account> = env.api();
+    create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: second}}\nspec:\n  credentials: {{secretRef: {{name: second}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+            env.sim.base_url(),
+            env.sim.transmission_url()
+        ),
+    )
+    .await;
+    let a = wait_for(&accounts, "second", "Ready", |a: &Account| {
+        ready(a.status.as_ref(), a, "True", Some("Authenticated"))
+    })
+    .await;
+    let status = a.status.unwrap();
+    assert_eq!(status.scope, Some(KeyScope::Company));
+    assert_eq!(status.scope_source, Some(ScopeSource::Declared));
+    assert_eq!(status.key_id, None, "no key list read");
+    let reads: Vec<String> = env
+        .sim
+        .request_log()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}?{}",
+                r.method,
+                r.path,
+                r.query.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(reads, ["GET /api-key?page=1&size=1"]);
+    let registry = &env.ctx.as_ref().unwrap().accounts;
+    assert!(matches!(
+        registry.resolve(&AccountName::Namespaced {
+            namespace: "default".into(),
+            name: "second".into()
+        }),
+        Resolved::Ready(_)
+    ));
+    env.stop().await;
+}
+
+/// `default` resolves to the operator's flags while no ClusterAccount `default` exists; the
+/// object, once there, wins; deleted, the flags serve again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_cluster_account_replaces_the_flags() {
+    let env = env().await;
+    let registry = env.ctx.as_ref().unwrap().accounts.clone();
+    let default = AccountName::default_account();
+    assert!(matches!(registry.resolve(&default), Resolved::Ready(h) if h.from_flags));
+
+    let (_, company) = company_key(&env, "default-account").await;
+    put_secret(&env, "default-credentials", &company).await;
+    let created = create_cluster_account(&env, "default", "default-credentials").await;
+    let api = cluster_accounts(&env);
+    wait_for(&api, "default", "Ready", |a: &ClusterAccount| {
+        ready(a.status.as_ref(), a, "True", None)
+    })
+    .await;
+    assert!(matches!(registry.resolve(&default), Resolved::Ready(h) if !h.from_flags));
+
+    api.delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    common::wait_deleted(&api, "default", &created.metadata.uid.unwrap()).await;
+    common::eventually(
+        "the flags serve default again",
+        || matches!(registry.resolve(&default), Resolved::Ready(h) if h.from_flags),
+    )
+    .await;
+    env.stop().await;
+}
+
+/// An invalid namespace selector is an invalid spec, reported without any call to the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_selector_is_an_invalid_spec() {
+    let env = env().await;
+    env.sim.clear_request_log();
+    let api = cluster_accounts(&env);
+    create_cluster_account(&env, "picky", "unused").await;
+    api.patch(
+        "picky",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"namespaceSelector": {"matchExpressions": [
+            {"key": "team", "operator": "Near", "values": ["a"]}
+        ]}}})),
+    )
+    .await
+    .unwrap();
+    let a = wait_for(&api, "picky", "InvalidSpec", |a: &ClusterAccount| {
+        ready(a.status.as_ref(), a, "False", Some("InvalidSpec"))
+    })
+    .await;
+    let message = &ready_condition(a.status.as_ref().unwrap()).message;
+    assert!(message.starts_with("spec.namespaceSelector"), "{message}");
+    assert!(env.sim.request_log().is_empty());
+    env.stop().await;
+}
+
+/// A cluster that has only the managed kinds' CRDs (upgraded with `helm upgrade`, which installs
+/// no new CRD) keeps working: the managed kinds reconcile with the flags' account while the
+/// account watches retry, and `default` resolves to the flags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managed_kinds_work_without_the_account_crds() {
+    let env = Env::start_with(Options {
+        only_managed_crds: true,
+        ..Default::default()
+    })
+    .await;
+    let keys: Api<mailtarget_operator::crd::ApiKey> = env.api();
+    create(
+        &keys,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: ci}\nspec: {name: ci, secretName: ci-key}\n",
+    )
+    .await;
+    wait_for(
+        &keys,
+        "ci",
+        "Ready",
+        |k: &mailtarget_operator::crd::ApiKey| {
+            k.status
+                .as_ref()
+                .is_some_and(|s| ready_is(k, &s.conditions, "True", None))
+        },
+    )
+    .await;
+    let registry = &env.ctx.as_ref().unwrap().accounts;
+    assert!(matches!(
+        registry.resolve(&AccountName::default_account()),
+        Resolved::Ready(h) if h.from_flags
+    ));
+    env.stop().await;
+}
