@@ -7,6 +7,7 @@
 
 mod common;
 
+mod cluster_scoped;
 mod discovery;
 mod finalizers_gc;
 mod kube_runtime;
