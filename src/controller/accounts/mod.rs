@@ -122,77 +122,26 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
     let name = obj.account_name();
     let uid = super::context::object_uid(obj.as_ref());
     let generation = obj.meta().generation;
-    let connection = obj.connection();
-    let operator_namespace = registry.operator_namespace().unwrap_or("default");
-    if name == AccountName::default_account() && registry.has_flags_default() {
-        registry.warn_once(&uid, || {
-            tracing::warn!(
-                "ClusterAccount \"default\" exists: it replaces the account given by the operator's flags (--api-key, --api-url, --transmission-url)"
-            );
-        });
-    }
-    let secret_namespace = obj.secret_namespace(operator_namespace);
-    let shown_secret = format!(
-        "Secret \"{secret_namespace}/{}\"",
-        connection.credentials.secret_ref.name
-    );
     let previous = registry.checked(&name, &uid);
+    let Checking {
+        outcome,
+        found,
+        client,
+        fingerprint,
+    } = check_one(ctx, obj.as_ref(), &name, &uid, previous.as_ref()).await?;
 
-    let (outcome, found, client, fingerprint) = if let Some(problem) = obj.spec_problem() {
-        let outcome = Outcome::Stalled {
-            reason: "InvalidSpec",
-            message: problem,
-        };
-        (outcome, check::Found::default(), None, [0; 32])
-    } else {
-        match check::read_key(&ctx.kube, &secret_namespace, connection).await? {
-            Err(outcome) => (outcome, check::Found::default(), None, [0; 32]),
-            Ok(key) => {
-                let fingerprint = check::fingerprint(&key, connection);
-                let kept = previous
-                    .as_ref()
-                    .filter(|p| p.fingerprint == fingerprint)
-                    .and_then(|p| p.client.clone());
-                let client = match kept {
-                    Some(client) => Ok(client),
-                    None => match registry.template.get() {
-                        Some(template) => check::build_client(template, connection, key.clone()),
-                        None => check::build_client(
-                            &crate::api::ClientConfig::with_default_urls(key.clone()),
-                            connection,
-                            key.clone(),
-                        ),
-                    },
-                };
-                match client {
-                    Err(outcome) => (outcome, check::Found::default(), None, fingerprint),
-                    Ok(client) => match check::probe(&client, &key, connection.scope).await {
-                        Ok(found) => (
-                            check::ready(&connection.api_url, &found),
-                            found,
-                            Some(client),
-                            fingerprint,
-                        ),
-                        Err(e) => (
-                            check::failed(&connection.api_url, &shown_secret, &e),
-                            check::Found::default(),
-                            Some(client),
-                            fingerprint,
-                        ),
-                    },
-                }
-            }
+    let (reason, message) = match &outcome {
+        Outcome::Ready { reason, message }
+        | Outcome::Progressing { reason, message }
+        | Outcome::Stalled { reason, message } => (reason.to_string(), message.as_str()),
+    };
+    // Logged when the outcome changes (messages hold names and the service's words, never a key).
+    if previous.as_ref().map(|p| p.reason.as_str()) != Some(reason.as_str()) {
+        if outcome.is_ready() {
+            tracing::info!(account = %name, reason = %reason, message, "account checked");
+        } else {
+            tracing::warn!(account = %name, reason = %reason, message, "account not usable");
         }
-    };
-
-    let reason = match &outcome {
-        Outcome::Ready { reason, .. }
-        | Outcome::Progressing { reason, .. }
-        | Outcome::Stalled { reason, .. } => reason.to_string(),
-    };
-    let was_ready = previous.as_ref().is_some_and(|p| p.ready);
-    if outcome.is_ready() != was_ready || previous.as_ref().is_some_and(|p| p.reason != reason) {
-        tracing::info!(account = %name, reason = %reason, "account checked");
     }
     registry.record(
         name,
@@ -212,6 +161,85 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
             ctx.reset_failures(&uid);
             Action::requeue(ctx.resync_delay())
         }
+    })
+}
+
+/// What one check produced.
+struct Checking {
+    outcome: Outcome,
+    found: check::Found,
+    /// The account's client, once its key could be read and its addresses parsed.
+    client: Option<crate::api::Client>,
+    /// What built the client ([`check::fingerprint`]); zero without a client.
+    fingerprint: [u8; 32],
+}
+
+impl Checking {
+    /// A check that ended before the authenticated read.
+    fn before_read(outcome: Outcome) -> Self {
+        Checking {
+            outcome,
+            found: check::Found::default(),
+            client: None,
+            fingerprint: [0; 32],
+        }
+    }
+}
+
+/// Checks `obj`: spec, key, client (kept from `previous` while its fingerprint holds), then the
+/// authenticated read (see the module documentation).
+///
+/// Errors: the Kubernetes API's error reading the Secret.
+async fn check_one<K: AccountObject>(
+    ctx: &Context,
+    obj: &K,
+    name: &AccountName,
+    uid: &str,
+    previous: Option<&Checked>,
+) -> Result<Checking> {
+    if let Some(problem) = obj.spec_problem() {
+        return Ok(Checking::before_read(Outcome::Stalled {
+            reason: "InvalidSpec",
+            message: problem,
+        }));
+    }
+    let registry = &ctx.accounts;
+    let connection = obj.connection();
+    let secret_namespace = obj.secret_namespace(registry.operator_namespace().unwrap_or("default"));
+    let key = match check::read_key(&ctx.kube, &secret_namespace, connection).await? {
+        Ok(key) => key,
+        Err(outcome) => return Ok(Checking::before_read(outcome)),
+    };
+    let fingerprint = check::fingerprint(&key, connection);
+    let kept = previous
+        .filter(|p| p.fingerprint == fingerprint)
+        .and_then(|p| p.client.clone());
+    let client = match kept {
+        Some(client) => client,
+        None => match check::build_client(&registry.client_template(), connection, key.clone()) {
+            Ok(client) => client,
+            Err(outcome) => return Ok(Checking::before_read(outcome)),
+        },
+    };
+    if *name == AccountName::default_account() {
+        registry.note_default_object(uid, &client);
+    }
+    let shown_secret = format!(
+        "Secret \"{secret_namespace}/{}\"",
+        connection.credentials.secret_ref.name
+    );
+    let (outcome, found) = match check::probe(&client, &key, connection.scope).await {
+        Ok(found) => (check::ready(&connection.api_url, &found), found),
+        Err(e) => (
+            check::failed(&connection.api_url, &shown_secret, &e),
+            check::Found::default(),
+        ),
+    };
+    Ok(Checking {
+        outcome,
+        found,
+        client: Some(client),
+        fingerprint,
     })
 }
 

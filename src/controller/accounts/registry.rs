@@ -132,11 +132,39 @@ impl AccountRegistry {
         }
     }
 
-    /// Runs `warn` the first time it is called for `uid`.
-    pub(super) fn warn_once(&self, uid: &str, warn: impl FnOnce()) {
+    /// The settings account clients start from (key and addresses replaced per account): the
+    /// operator's, once it runs; defaults before.
+    pub(super) fn client_template(&self) -> ClientConfig {
+        self.template
+            .get()
+            .cloned()
+            .unwrap_or_else(|| ClientConfig::with_default_urls(String::new().into()))
+    }
+
+    /// Logs, once per object, that ClusterAccount `default` (UID `uid`, client `client`) is used
+    /// instead of the operator's flags: a warning when the two differ (key or addresses; the
+    /// keys compared through [`ApiClient::derived_key`], never themselves), at `info` when they
+    /// are the same (the chart creates the object from the values it gives the flags).
+    pub(super) fn note_default_object(&self, uid: &str, client: &ApiClient) {
+        let Some(flags) = &self.from_flags else {
+            return;
+        };
         let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
-        if warned.insert(uid.to_owned()) {
-            warn();
+        if !warned.insert(uid.to_owned()) {
+            return;
+        }
+        const PURPOSE: &str = "mailtarget-operator/compare-default-account/v1";
+        let same = flags.api_url() == client.api_url()
+            && flags.transmission_url() == client.transmission_url()
+            && flags.derived_key(PURPOSE) == client.derived_key(PURPOSE);
+        if same {
+            tracing::info!(
+                "ClusterAccount \"default\" is used for the default account; it holds the same key and addresses as the operator's flags"
+            );
+        } else {
+            tracing::warn!(
+                "ClusterAccount \"default\" exists and differs from the operator's flags (--api-key, --api-url, --transmission-url): the object wins"
+            );
         }
     }
 
