@@ -14,6 +14,8 @@ mod apply;
 mod argocd;
 #[path = "chart/calls.rs"]
 mod calls;
+#[path = "chart/default_account.rs"]
+mod default_account;
 #[path = "chart/helm.rs"]
 mod helm;
 #[path = "chart/helm_test.rs"]

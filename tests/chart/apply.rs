@@ -188,7 +188,7 @@ async fn all_options_render_applies_with_kubectl() {
         &cluster,
         &[
             "get",
-            "servicemonitors,poddisruptionbudgets,roles,rolebindings,secrets,services,serviceaccounts,deployments,networkpolicies",
+            "servicemonitors,poddisruptionbudgets,roles,rolebindings,secrets,services,serviceaccounts,deployments,networkpolicies,clusterroles,clusterrolebindings,clusteraccounts",
             "-A",
             "-o",
             "name",

@@ -1,7 +1,7 @@
 //! Derives the Kubernetes API calls the operator really makes: runs it in-process against the
 //! test API server and the simulator through a scenario that exercises every path (create,
 //! adopt through a reference, DNS verification, a deleted Secret written again, deletion with
-//! finalizers, leader election), records each request its client sends, and checks every one
+//! finalizers, leader election, a ClusterAccount and an Account checked), records each request its client sends, and checks every one
 //! is a call of the table in `rbac.rs` (and so is allowed by the chart's RBAC, which the
 //! `rbac` tests check against the same table).
 
@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams};
 use mailtarget_operator::controller::leader::{Elector, LeaderGate, LeaseSettings};
 use mailtarget_operator::controller::metrics::Metrics;
 use mailtarget_operator::controller::{Operator, Settings};
-use mailtarget_operator::crd::{ApiKey, SendingDomain, SubAccount};
+use mailtarget_operator::crd::{Account, ApiKey, ClusterAccount, SendingDomain, SubAccount};
 use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
 use mailtarget_test_apiserver::TestApiServer;
 
@@ -220,6 +220,47 @@ async fn operator_requests() -> Vec<Sent> {
         let _ = stop_rx.await;
     }));
 
+    // Accounts: a ClusterAccount (its Secret in the operator's namespace, the client's default
+    // `default`) and an Account, each checked and its status written.
+    let secrets_api: Api<Secret> = Api::namespaced(kube.clone(), "default");
+    let credentials: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "company"},
+        "stringData": {"apiKey": KEY}
+    }))
+    .expect("a Secret");
+    secrets_api
+        .create(&kube::api::PostParams::default(), &credentials)
+        .await
+        .expect("the credentials Secret");
+    let account_spec = format!(
+        "spec:\n  credentials: {{secretRef: {{name: company}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+        sim.base_url(),
+        sim.transmission_url()
+    );
+    let cluster_accounts: Api<ClusterAccount> = Api::all(kube.clone());
+    let accounts: Api<Account> = Api::namespaced(kube.clone(), "default");
+    create(
+        &cluster_accounts,
+        &format!("apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: company}}\n{account_spec}"),
+    )
+    .await;
+    create(
+        &accounts,
+        &format!("apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: company}}\n{account_spec}"),
+    )
+    .await;
+    wait_for(
+        &cluster_accounts,
+        "company",
+        "Ready",
+        |a: &ClusterAccount| a.status.as_ref().is_some_and(|st| ready(a, &st.conditions)),
+    )
+    .await;
+    wait_for(&accounts, "company", "Ready", |a: &Account| {
+        a.status.as_ref().is_some_and(|st| ready(a, &st.conditions))
+    })
+    .await;
+
     let subs: Api<SubAccount> = Api::namespaced(kube.clone(), "default");
     let keys: Api<ApiKey> = Api::namespaced(kube.clone(), "default");
     let domains: Api<SendingDomain> = Api::namespaced(kube.clone(), "default");
@@ -335,6 +376,11 @@ async fn operator_calls_are_the_table() {
             Scope::Watched => assert!(
                 o.namespace.is_none() || o.namespace.as_deref() == Some("default"),
                 "{o:?} outside the watched namespace"
+            ),
+            Scope::Cluster => assert!(o.namespace.is_none(), "{o:?} is cluster-wide"),
+            Scope::OperatorNamespace => assert!(
+                o.namespace.is_none() || o.namespace.as_deref() == Some("default"),
+                "{o:?} outside the operator's namespace"
             ),
             Scope::Lease { named } => {
                 assert_eq!(o.namespace.as_deref(), Some("default"), "{o:?}");

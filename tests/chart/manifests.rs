@@ -48,6 +48,10 @@ fn check_typed(obj: &Value) -> Result<(), String> {
         }
         // Only as a hook: the `helm test` Pod.
         ("v1", "Pod") => roundtrip::<core::v1::Pod>(obj),
+        // The operator's own type: the chart's ClusterAccount `default`.
+        ("mailtarget.co/v1alpha1", "ClusterAccount") => {
+            roundtrip::<mailtarget_operator::crd::ClusterAccount>(obj)
+        }
         // No k8s-openapi type: checked field by field in `service_monitor_scrapes_the_service`.
         ("monitoring.coreos.com/v1", "ServiceMonitor") => Ok(()),
         _ => Err(format!("unexpected kind {api_version}/{kind}")),
@@ -115,6 +119,7 @@ fn objects_rendered_per_option() {
     assert_eq!(
         kinds(defaults()),
         [
+            "ClusterAccount",
             "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
@@ -127,12 +132,17 @@ fn objects_rendered_per_option() {
     assert_eq!(
         kinds(all_options()),
         [
+            "ClusterAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "Deployment",
             "NetworkPolicy",
             "PodDisruptionBudget",
             "Role",
             "Role",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "RoleBinding",
             "RoleBinding",
@@ -151,7 +161,7 @@ fn objects_rendered_per_option() {
             .set("rbac", json!({"create": false}))
             .set("serviceAccount", json!({"create": false, "name": "ops"})),
     );
-    assert_eq!(kinds(&no_rbac), ["Deployment", "Service"]);
+    assert_eq!(kinds(&no_rbac), ["ClusterAccount", "Deployment", "Service"]);
     let no_test = render_ok(&RenderOptions::default().set("helmTest", json!({"enabled": false})));
     assert!(no_test.hooks.is_empty());
     let d: Deployment = typed(no_rbac.one("Deployment"));

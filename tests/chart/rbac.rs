@@ -19,6 +19,12 @@ pub enum Scope {
     /// In the operator's own namespace, on the leader election Lease only (`named`: the call
     /// addresses the Lease by name, so RBAC can restrict it with resourceNames).
     Lease { named: bool },
+    /// Cluster-wide, on cluster-scoped resources (ClusterAccounts, Namespaces): always a
+    /// ClusterRole, in every layout.
+    Cluster,
+    /// In the operator's own namespace, where ClusterAccount credentials Secrets live (covered
+    /// by the ClusterRole when every namespace is watched).
+    OperatorNamespace,
 }
 
 /// One kind of request the operator sends.
@@ -53,6 +59,8 @@ const fn call(
 }
 
 const W: Scope = Scope::Watched;
+const C: Scope = Scope::Cluster;
+const O: Scope = Scope::OperatorNamespace;
 const MT: &str = "mailtarget.co";
 
 /// Every request the operator makes to the Kubernetes API.
@@ -196,6 +204,83 @@ pub const CALLS: &[Call] = &[
         "patch",
         W,
         "controller::secrets::ensure: server-side apply of the key value / DKIM private key",
+    ),
+    call(
+        MT,
+        "accounts",
+        "list",
+        W,
+        "controller::accounts::run: the Account reflector (feeds its controller)",
+    ),
+    call(
+        MT,
+        "accounts",
+        "watch",
+        W,
+        "controller::accounts::run: the Account reflector",
+    ),
+    call(
+        MT,
+        "accounts/status",
+        "patch",
+        W,
+        "controller::accounts::write_status: server-side apply of status",
+    ),
+    call(
+        MT,
+        "clusteraccounts",
+        "list",
+        C,
+        "controller::accounts::run: the ClusterAccount reflector (feeds its controller)",
+    ),
+    call(
+        MT,
+        "clusteraccounts",
+        "watch",
+        C,
+        "controller::accounts::run: the ClusterAccount reflector",
+    ),
+    call(
+        MT,
+        "clusteraccounts/status",
+        "patch",
+        C,
+        "controller::accounts::write_status: server-side apply of status",
+    ),
+    call(
+        "",
+        "namespaces",
+        "list",
+        C,
+        "controller::accounts::run: the Namespace metadata reflector (ClusterAccount namespace selectors)",
+    ),
+    call(
+        "",
+        "namespaces",
+        "watch",
+        C,
+        "controller::accounts::run: the Namespace metadata reflector",
+    ),
+    call(
+        "",
+        "secrets",
+        "get",
+        O,
+        "controller::accounts::check::read_key: a ClusterAccount's credentials Secret",
+    ),
+    call(
+        "",
+        "secrets",
+        "list",
+        O,
+        "controller::accounts::run: the metadata-only watch of credentials Secrets",
+    ),
+    call(
+        "",
+        "secrets",
+        "watch",
+        O,
+        "controller::accounts::run: the metadata-only watch of credentials Secrets",
     ),
     call(
         "events.k8s.io",
@@ -399,10 +484,16 @@ fn check_layout(r: &Rendered, l: &Layout, what: &str) {
                 Some(l.release_namespace),
                 if named { l.lease } else { None },
             )],
+            Scope::Cluster => vec![(None, None)],
+            Scope::OperatorNamespace => vec![(Some(l.release_namespace), None)],
         };
         for (namespace, name) in places {
+            // A cluster-scoped call needs a ClusterRoleBinding: a grant without a namespace.
+            let cluster = c.scope == Scope::Cluster;
             assert!(
-                grants.iter().any(|g| allows(g, c, namespace, name)),
+                grants
+                    .iter()
+                    .any(|g| allows(g, c, namespace, name) && (!cluster || g.namespace.is_none())),
                 "{what}: the operator's {} {}/{} in {namespace:?} ({}) is not allowed; grants: {grants:#?}",
                 c.verb,
                 c.group,
@@ -411,7 +502,9 @@ fn check_layout(r: &Rendered, l: &Layout, what: &str) {
             );
         }
     }
-    // Nothing broader: each grant is a call of the table, in the call's scope only.
+    // Nothing broader: each grant is a call of the table, in the scope of one of the calls it
+    // serves (a Secret read serves reconciles in the watched namespaces and ClusterAccounts in
+    // the release namespace).
     for g in &grants {
         let matching: Vec<&Call> = calls
             .iter()
@@ -421,31 +514,26 @@ fn check_layout(r: &Rendered, l: &Layout, what: &str) {
             !matching.is_empty(),
             "{what}: {g:?} grants something the operator never does"
         );
-        for c in matching {
-            match c.scope {
-                Scope::Watched => {
-                    assert!(
-                        watched.contains(&g.namespace.as_deref()),
-                        "{what}: {g:?} is granted outside the watched namespaces"
-                    );
-                    assert!(g.names.is_empty(), "{what}: {g:?}");
-                }
-                Scope::Lease { named } => {
-                    assert_eq!(
-                        g.namespace.as_deref(),
-                        Some(l.release_namespace),
-                        "{what}: {g:?} outside the release namespace"
-                    );
-                    if named {
-                        assert_eq!(
-                            g.names,
-                            vec![l.lease.unwrap_or_default().to_string()],
-                            "{what}: {g:?} should be restricted to the Lease"
-                        );
-                    }
-                }
+        let within = |c: &Call| match c.scope {
+            Scope::Watched => watched.contains(&g.namespace.as_deref()) && g.names.is_empty(),
+            Scope::Lease { named } => {
+                g.namespace.as_deref() == Some(l.release_namespace)
+                    && (!named || g.names == vec![l.lease.unwrap_or_default().to_string()])
             }
-        }
+            Scope::Cluster => g.namespace.is_none() && g.names.is_empty(),
+            Scope::OperatorNamespace => {
+                g.namespace.as_deref() == Some(l.release_namespace) && g.names.is_empty()
+            }
+        };
+        assert!(
+            matching.iter().any(|c| within(c)),
+            "{what}: {g:?} is granted beyond where the operator makes that call ({})",
+            matching
+                .iter()
+                .map(|c| c.why)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
     }
 }
 
@@ -454,7 +542,7 @@ fn check_layout(r: &Rendered, l: &Layout, what: &str) {
 fn table_matches_the_crds() {
     use mailtarget_operator::crd::generate::all_crds;
     let crds = all_crds();
-    assert_eq!(crds.len(), 3);
+    assert_eq!(crds.len(), 5);
     let table: BTreeSet<(&str, &str)> = CALLS
         .iter()
         .filter(|c| c.group == MT)
@@ -465,9 +553,17 @@ fn table_matches_the_crds() {
         assert_eq!(crd.spec.group, MT);
         let plural = crd.spec.names.plural.as_str();
         resources.insert(plural.to_string());
-        for verb in ["get", "list", "watch", "patch"] {
+        // The managed kinds are read afresh and carry a finalizer; the account kinds are only
+        // watched (their status aside).
+        let account = matches!(plural, "clusteraccounts" | "accounts");
+        let verbs: &[&str] = if account {
+            &["list", "watch"]
+        } else {
+            &["get", "list", "watch", "patch"]
+        };
+        for verb in verbs {
             assert!(
-                table.contains(&(plural, verb)),
+                table.contains(&(plural, *verb)),
                 "the table lacks {verb} {plural}"
             );
         }
@@ -555,7 +651,7 @@ fn namespaced_rbac_allows_exactly_the_operator_calls() {
         return;
     }
     let all = all_options();
-    assert!(all.of_kind("ClusterRole").is_empty() && all.of_kind("ClusterRoleBinding").is_empty());
+    assert_only_cluster_scoped_cluster_roles(all);
     check_layout(
         all,
         &Layout {
@@ -570,9 +666,7 @@ fn namespaced_rbac_allows_exactly_the_operator_calls() {
     let three = render_ok(
         &RenderOptions::default().set("watchNamespaces", json!(["team-a", "team-b", "team-c"])),
     );
-    assert!(
-        three.of_kind("ClusterRole").is_empty() && three.of_kind("ClusterRoleBinding").is_empty()
-    );
+    assert_only_cluster_scoped_cluster_roles(&three);
     let mut role_namespaces: Vec<&str> = three
         .of_kind("RoleBinding")
         .iter()
@@ -581,8 +675,14 @@ fn namespaced_rbac_allows_exactly_the_operator_calls() {
     role_namespaces.sort_unstable();
     assert_eq!(
         role_namespaces,
-        ["mailtarget-system", "team-a", "team-b", "team-c"],
-        "one binding per watched namespace, and the Lease's"
+        [
+            "mailtarget-system",
+            "mailtarget-system",
+            "team-a",
+            "team-b",
+            "team-c"
+        ],
+        "one binding per watched namespace, the ClusterAccount Secrets' and the Lease's"
     );
     check_layout(
         &three,
@@ -607,6 +707,26 @@ fn namespaced_rbac_allows_exactly_the_operator_calls() {
         .and_then(|e| e["value"].as_str())
         .expect("WATCH_NAMESPACE");
     assert_eq!(watched_namespaces(value), ["team-a", "team-b", "team-c"]);
+}
+
+/// With watchNamespaces, the one ClusterRole grants only the cluster-scoped calls (ClusterAccounts,
+/// Namespace labels): nothing namespaced, so no Secret outside the listed namespaces and the
+/// release namespace can be read.
+fn assert_only_cluster_scoped_cluster_roles(r: &Rendered) {
+    let roles = r.of_kind("ClusterRole");
+    assert_eq!(
+        roles.len(),
+        1,
+        "one ClusterRole, for the cluster-scoped kinds"
+    );
+    for rule in roles[0]["rules"].as_array().into_iter().flatten() {
+        for resource in strings(&rule["resources"]) {
+            let cluster = CALLS
+                .iter()
+                .any(|c| c.scope == Scope::Cluster && c.resource == resource);
+            assert!(cluster, "the ClusterRole grants namespaced {resource}");
+        }
+    }
 }
 
 /// Without leader election there is no Lease permission at all.

@@ -161,10 +161,16 @@ derives the operator's API calls and checks these rules allow each of them and n
 */}}
 {{- define "mailtarget-operator.reconcileRules" -}}
 # The three controllers list and watch their kind (kube-rs Controller, one watch per kind; the
-# ApiKey controller also watches SubAccounts to requeue keys that reference them).
+# ApiKey controller also watches SubAccounts to requeue keys that reference them); the accounts
+# controller lists and watches Accounts.
 - apiGroups: ["mailtarget.co"]
-  resources: ["subaccounts", "apikeys", "sendingdomains"]
+  resources: ["subaccounts", "apikeys", "sendingdomains", "accounts"]
   verbs: ["list", "watch"]
+# An Account's status (Ready after an authenticated read, the key's scope) is written with
+# server-side apply on the status subresource.
+- apiGroups: ["mailtarget.co"]
+  resources: ["accounts/status"]
+  verbs: ["patch"]
 # Each reconcile reads its object afresh before writing status (the watch cache can lag behind
 # the operator's own last status write); the ApiKey reconciler also reads the SubAccount named
 # by spec.subAccountRef.
@@ -181,13 +187,14 @@ derives the operator's API calls and checks these rules allow each of them and n
   resources: ["subaccounts/status", "apikeys/status", "sendingdomains/status"]
   verbs: ["patch"]
 # The controllers watch the Secrets they write (label app.kubernetes.io/managed-by=
-# mailtarget-operator) to write a deleted or altered key again. RBAC cannot narrow a list or
-# watch by label; set watchNamespaces to confine this to the listed namespaces.
+# mailtarget-operator) to write a deleted or altered key again, and the metadata (never the
+# data) of Secrets to check an Account again when its credentials Secret changes. RBAC cannot
+# narrow a list or watch by label; set watchNamespaces to confine this to the listed namespaces.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["list", "watch"]
-# API key values and DKIM private keys are written to the Secrets named in the spec: read
-# first, then server-side apply, which kube-apiserver authorizes as create when the Secret does
+# An Account's key is read from the Secret it names. API key values and DKIM private keys are
+# written to the Secrets named in the spec: read first, then server-side apply, which kube-apiserver authorizes as create when the Secret does
 # not exist yet and as patch when it does.
 - apiGroups: [""]
   resources: ["secrets"]
@@ -205,4 +212,37 @@ derives the operator's API calls and checks these rules allow each of them and n
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- end }}
+
+{{/*
+The cluster-wide rules of the accounts controller, in a ClusterRole in every layout (they grant
+nothing namespaced: no Secret outside the release and watched namespaces). Each rule says why.
+*/}}
+{{- define "mailtarget-operator.clusterRules" -}}
+# ClusterAccounts are cluster-scoped: the accounts controller lists and watches them.
+- apiGroups: ["mailtarget.co"]
+  resources: ["clusteraccounts"]
+  verbs: ["list", "watch"]
+# A ClusterAccount's status (Ready after an authenticated read, the key's scope) is written with
+# server-side apply on the status subresource.
+- apiGroups: ["mailtarget.co"]
+  resources: ["clusteraccounts/status"]
+  verbs: ["patch"]
+# Namespace labels (metadata only) are read to evaluate a ClusterAccount's namespace selectors.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["list", "watch"]
+{{- end }}
+
+{{/*
+The rules in the release namespace where ClusterAccount credentials Secrets live, for the layout
+with watchNamespaces (otherwise the ClusterRole's Secret rules cover that namespace).
+*/}}
+{{- define "mailtarget-operator.credentialRules" -}}
+# A ClusterAccount's key is read from the Secret it names, and the metadata (never the data) of
+# the namespace's Secrets is watched to check the ClusterAccount again when that Secret changes.
+# RBAC cannot narrow a watch to the names ClusterAccounts will name.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch"]
 {{- end }}
