@@ -205,6 +205,27 @@ async fn examples_with_kubectl_and_the_binary() {
         table.contains("mail.example.com") && table.contains("true"),
         "{table}"
     );
+    // The example Account has no Secret here: the operator says which one is missing, and
+    // `kubectl get accounts` shows the account columns.
+    ok(
+        cluster.kubectl([
+            "wait",
+            "--for=jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}=CredentialsNotFound",
+            "--timeout=50s",
+            "account/second-company",
+        ]),
+        "wait for the Account's condition",
+    );
+    let accounts_table = ok(cluster.kubectl(["get", "accounts"]), "get accounts");
+    assert_eq!(
+        header(&accounts_table),
+        ["NAME", "SCOPE", "SUBACCOUNT", "READY", "REASON", "AGE"],
+        "{accounts_table}"
+    );
+    assert!(
+        accounts_table.contains("second-company") && accounts_table.contains("CredentialsNotFound"),
+        "{accounts_table}"
+    );
     let secret = ok(
         cluster.kubectl([
             "get",

@@ -299,7 +299,7 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {}\nspec: {}\n".into(), "metadata.name", "required"),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: Bad_Name\nspec: {}\n".into(), "metadata.name", "not a valid name"),
         ("apiVersion: mailtarget.co/v1\nkind: SubAccount\nmetadata:\n  name: s\nspec: {}\n".into(), "apiVersion", "v1alpha1"),
-        ("apiVersion: mailtarget.co/v1alpha1\nkind: Webhook\nmetadata:\n  name: s\nspec: {}\n".into(), "kind", "SubAccount, ApiKey or SendingDomain"),
+        ("apiVersion: mailtarget.co/v1alpha1\nkind: Webhook\nmetadata:\n  name: s\nspec: {}\n".into(), "kind", "SubAccount, ApiKey, SendingDomain, ClusterAccount or Account"),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n  subAccountRef:\n    name: missing\n"), "spec.subAccountRef.name", "no SubAccount \"missing\""),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: other\nspec:\n  name: k\n  secretName: s2\n"), "spec.name", "also claimed by ApiKey \"k\""),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\n{HEADER_KEY}spec:\n  secretName: s\n"), "metadata.name", "also defined at"),
@@ -699,8 +699,14 @@ async fn destroy_carries_out_each_deletion_policy() {
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(
-        shown.ends_with("Destroy: 3 deleted or deactivated, 2 kept or absent.\n"),
+        String::from_utf8_lossy(&out.stdout)
+            .ends_with("Destroy: 3 deleted or deactivated, 2 kept or absent.\n"),
         "{shown}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("note: skipped mailtarget.co/v1alpha1/Account \"second-company\""),
+        "the example Account is skipped with a note: {shown}"
     );
     let state = sim.snapshot();
     let keys: Vec<&str> = state.api_keys.iter().map(|k| k.name.as_str()).collect();

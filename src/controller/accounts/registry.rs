@@ -318,6 +318,59 @@ mod tests {
         ));
     }
 
+    fn cluster_account(spec: serde_json::Value) -> ClusterAccount {
+        let mut spec = spec;
+        spec["credentials"] = serde_json::json!({"secretRef": {"name": "mt"}});
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "mailtarget.co/v1alpha1", "kind": "ClusterAccount",
+            "metadata": {"name": "shared"}, "spec": spec
+        }))
+        .unwrap()
+    }
+
+    /// Selectors are evaluated on the cached Namespace labels: unset `namespaceSelector` lets
+    /// every namespace use the account, unset `adoptionNamespaceSelector` only the operator's;
+    /// a namespace the cache does not hold matches no selector.
+    #[test]
+    fn namespace_selectors() {
+        use kube::runtime::watcher::Event;
+        let registry = AccountRegistry::new(None);
+        let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
+        for (name, tenant) in [
+            ("ops", None),
+            ("team-a", Some("true")),
+            ("team-b", Some("false")),
+        ] {
+            let mut meta = PartialObjectMeta::<Namespace>::default();
+            meta.metadata.name = Some(name.into());
+            if let Some(t) = tenant {
+                meta.metadata.labels = Some([("tenant".to_string(), t.to_string())].into());
+            }
+            writer.apply_watcher_event(&Event::Apply(meta));
+        }
+        let _ = registry.namespaces.set(store);
+        let _ = registry.operator_namespace.set("ops".into());
+
+        let open = cluster_account(serde_json::json!({}));
+        assert!(registry.namespace_may_use(&open, "team-b"));
+        assert!(registry.namespace_may_use(&open, "not-cached"));
+        assert!(registry.namespace_may_adopt(&open, "ops"));
+        assert!(!registry.namespace_may_adopt(&open, "team-a"));
+
+        let tenants = cluster_account(serde_json::json!({
+            "namespaceSelector": {"matchLabels": {"tenant": "true"}},
+            "adoptionNamespaceSelector": {"matchExpressions": [
+                {"key": "tenant", "operator": "Exists"}
+            ]}
+        }));
+        assert!(registry.namespace_may_use(&tenants, "team-a"));
+        assert!(!registry.namespace_may_use(&tenants, "team-b"));
+        assert!(!registry.namespace_may_use(&tenants, "ops"));
+        assert!(!registry.namespace_may_use(&tenants, "not-cached"));
+        assert!(registry.namespace_may_adopt(&tenants, "team-b"));
+        assert!(!registry.namespace_may_adopt(&tenants, "ops"));
+    }
+
     /// Names print as users write them.
     #[test]
     fn names_display_kind_and_name() {
