@@ -487,26 +487,7 @@ async fn observing_an_owned_object_keeps_it_owned() {
 /// there gets `AlreadyExists`, no write, no Secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_sub_account_switched_to_full_does_not_own_what_it_observed() {
-    let mut rig = Rig::new(Rig::sim_config()).await;
-    operator_client(&rig.sim)
-        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
-            name: Some("other".into()),
-            create_api_key: Some(true),
-            api_key_name: Some("other-first".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    rig.sim.clear_request_log();
-    rig.start_operator(Duration::from_secs(300));
-    let subs: Api<mailtarget_operator::crd::SubAccount> = rig.api();
-    let keys: Api<ApiKey> = rig.api();
-    let secrets: Api<Secret> = rig.api();
-    create(
-        &subs,
-        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: other}\nspec: {managementPolicy: ObserveOnly}\n",
-    )
-    .await;
+    let (rig, subs) = observe_other_sub_account().await;
     wait_for(
         &subs,
         "other",
@@ -526,21 +507,7 @@ async fn a_paused_sub_account_switched_to_full_does_not_own_what_it_observed() {
     )
     .await
     .unwrap();
-    create(
-        &keys,
-        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: steal}\nspec: {name: other-first, subAccountRef: {name: other}, secretName: steal-key}\n",
-    )
-    .await;
-    wait_for(
-        &keys,
-        "steal",
-        "Stalled/AlreadyExists",
-        stalled("AlreadyExists"),
-    )
-    .await;
-    assert!(secrets.get_opt("steal-key").await.unwrap().is_none());
-    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
-    rig.stop_operator().await;
+    a_key_of_it_is_not_taken(rig).await;
 }
 
 /// A status written before `status.ownership` existed by a reconcile that only observed (its
@@ -582,6 +549,13 @@ async fn an_observed_status_from_before_ownership_does_not_own() {
 /// that sub account first).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_in_an_observed_sub_account_needs_a_policy() {
+    let (rig, _subs) = observe_other_sub_account().await;
+    a_key_of_it_is_not_taken(rig).await;
+}
+
+/// A sub account `other` with a key `other-first` at the service, and a running operator with
+/// an `ObserveOnly` SubAccount `other` observing it.
+async fn observe_other_sub_account() -> (Rig, Api<mailtarget_operator::crd::SubAccount>) {
     let mut rig = Rig::new(Rig::sim_config()).await;
     operator_client(&rig.sim)
         .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
@@ -595,13 +569,19 @@ async fn a_key_in_an_observed_sub_account_needs_a_policy() {
     rig.sim.clear_request_log();
     rig.start_operator(Duration::from_secs(300));
     let subs: Api<mailtarget_operator::crd::SubAccount> = rig.api();
-    let keys: Api<ApiKey> = rig.api();
-    let secrets: Api<Secret> = rig.api();
     create(
         &subs,
         "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: other}\nspec: {managementPolicy: ObserveOnly}\n",
     )
     .await;
+    (rig, subs)
+}
+
+/// An ApiKey naming the key `other-first` inside SubAccount `other` is `AlreadyExists`: no
+/// write, no Secret.
+async fn a_key_of_it_is_not_taken(mut rig: Rig) {
+    let keys: Api<ApiKey> = rig.api();
+    let secrets: Api<Secret> = rig.api();
     create(
         &keys,
         "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: steal}\nspec: {name: other-first, subAccountRef: {name: other}, secretName: steal-key}\n",
