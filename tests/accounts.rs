@@ -16,7 +16,6 @@ use mailtarget_operator::api::{CreateApiKey, CreateSubAccount, ListApiKeysQuery}
 use mailtarget_operator::controller::accounts::{AccountName, Resolved};
 use mailtarget_operator::crd::{Account, AccountStatus, ClusterAccount, KeyScope, ScopeSource};
 use secrecy::ExposeSecret;
-use serde_json::json;
 
 /// An environment whose resync is long: anything that happens within a test's bounded waits
 /// was started by a watch event, not by the periodic resync.
@@ -400,18 +399,20 @@ async fn a_default_cluster_account_replaces_the_flags() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_selector_is_an_invalid_spec() {
     let env = env().await;
+    // A valid key in a Secret that exists: only the invalid selector stops the check.
+    let (_, key) = company_key(&env, "picky").await;
+    put_secret(&env, "picky-key", &key).await;
     env.sim.clear_request_log();
     let api = cluster_accounts(&env);
-    create_cluster_account(&env, "picky", "unused").await;
-    api.patch(
-        "picky",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"namespaceSelector": {"matchExpressions": [
-            {"key": "team", "operator": "Near", "values": ["a"]}
-        ]}}})),
+    create(
+        &api,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: picky}}\nspec:\n  credentials: {{secretRef: {{name: picky-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  namespaceSelector: {{matchExpressions: [{{key: team, operator: Near, values: [a]}}]}}\n",
+            env.sim.base_url(),
+            env.sim.transmission_url()
+        ),
     )
-    .await
-    .unwrap();
+    .await;
     let a = wait_for(&api, "picky", "InvalidSpec", |a: &ClusterAccount| {
         ready(a.status.as_ref(), a, "False", Some("InvalidSpec"))
     })

@@ -959,3 +959,50 @@ async fn refused_connection_is_transport_error() {
     })
     .await;
 }
+
+/// A write gate that allows writes until a fixed instant (`None`: never).
+struct GateUntil(Option<std::time::Instant>);
+
+impl mailtarget_operator::api::WriteGate for GateUntil {
+    fn writable_until(&self) -> Option<std::time::Instant> {
+        self.0
+    }
+}
+
+/// The write gate (the leader election's renew deadline): a closed gate refuses a write
+/// unsent (`NotWritable`, nothing reaches the service) while reads still go; an open one lets
+/// the write through.
+#[tokio::test]
+async fn a_closed_write_gate_sends_no_write() {
+    bounded(async {
+        let sim = Simulator::start(SimulatorConfig::new(COMPANY_KEY))
+            .await
+            .expect("simulator starts");
+        let request = CreateApiKey {
+            name: Some("gated".into()),
+            ..Default::default()
+        };
+        let closed = config_for(&sim, COMPANY_KEY).with_write_gate(Arc::new(GateUntil(None)));
+        let client = Client::new(closed).expect("client builds");
+        let refused = client.create_api_key(&request).await.unwrap_err();
+        assert!(
+            matches!(refused, ApiError::NotWritable { .. }),
+            "{refused:?}"
+        );
+        assert!(records(&sim, "POST", "/api-key").is_empty());
+        client
+            .list_api_keys(&ListApiKeysQuery::default())
+            .await
+            .expect("reads are never gated");
+
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        let open = config_for(&sim, COMPANY_KEY).with_write_gate(Arc::new(GateUntil(Some(until))));
+        let client = Client::new(open).expect("client builds");
+        client
+            .create_api_key(&request)
+            .await
+            .expect("the gate is open");
+        assert_eq!(records(&sim, "POST", "/api-key").len(), 1);
+    })
+    .await;
+}

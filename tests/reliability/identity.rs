@@ -487,7 +487,7 @@ async fn observing_an_owned_object_keeps_it_owned() {
 /// there gets `AlreadyExists`, no write, no Secret.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_sub_account_switched_to_full_does_not_own_what_it_observed() {
-    let (rig, subs) = observe_other_sub_account().await;
+    let (mut rig, subs) = observe_other_sub_account().await;
     wait_for(
         &subs,
         "other",
@@ -497,6 +497,9 @@ async fn a_paused_sub_account_switched_to_full_does_not_own_what_it_observed() {
         },
     )
     .await;
+    // Switched while the operator is down: its next cache holds the paused Full SubAccount
+    // (never the ObserveOnly copy, which would make the test pass without the rule).
+    rig.stop_operator().await;
     subs.patch(
         "other",
         &PatchParams::default(),
@@ -507,6 +510,7 @@ async fn a_paused_sub_account_switched_to_full_does_not_own_what_it_observed() {
     )
     .await
     .unwrap();
+    rig.start_operator(Duration::from_secs(300));
     a_key_of_it_is_not_taken(rig).await;
 }
 
