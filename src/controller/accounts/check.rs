@@ -130,7 +130,11 @@ pub(super) fn build_client(
         .request_budget
         .requests_per_second
         .and_then(std::num::NonZeroU32::new);
-    ApiClient::new(config).map_err(|e| invalid("apiUrl", &e))
+    // Its error names the setting at fault (either address, or the key).
+    ApiClient::new(config).map_err(|e| Outcome::Stalled {
+        reason: "InvalidSpec",
+        message: format!("spec: {e}"),
+    })
 }
 
 /// What the authenticated read learnt about the key.

@@ -373,12 +373,7 @@ where
     }))
     .take_until(stop())
     .for_each(move |event| {
-        if let Ok(
-            watcher::Event::Apply(secret)
-            | watcher::Event::InitApply(secret)
-            | watcher::Event::Delete(secret),
-        ) = &event
-        {
+        if let Some(secret) = super::triggers::touched(&event) {
             router.trigger(secret);
         }
         async {}

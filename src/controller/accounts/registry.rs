@@ -159,11 +159,11 @@ impl AccountRegistry {
             && flags.derived_key(PURPOSE) == client.derived_key(PURPOSE);
         if same {
             tracing::info!(
-                "ClusterAccount \"default\" is used for the default account; it holds the same key and addresses as the operator's flags"
+                "ClusterAccount \"default\" holds the same key and addresses as the operator's flags"
             );
         } else {
             tracing::warn!(
-                "ClusterAccount \"default\" exists and differs from the operator's flags (--api-key, --api-url, --transmission-url): the object wins"
+                "ClusterAccount \"default\" differs from the operator's flags (--api-key, --api-url, --transmission-url): it becomes the default account once resources name accounts; until then SubAccounts, ApiKeys and SendingDomains use the flags"
             );
         }
     }
