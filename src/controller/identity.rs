@@ -54,10 +54,10 @@ pub fn refuse_adoption<K: ResourceExt>(
     if by_name && (by_name_is_own || is_pending(obj)) {
         return None;
     }
-    let how = if by_name {
-        "with the same name".to_string()
-    } else {
-        format!("named by the {ANNOTATION_EXTERNAL_ID} annotation")
+    let how = match found.matched_by {
+        MatchedBy::NaturalKey => "with the same name".to_string(),
+        MatchedBy::ExternalId => format!("named by the {ANNOTATION_EXTERNAL_ID} annotation"),
+        MatchedBy::StatusId => "that status.id records from an ObserveOnly reconcile".to_string(),
     };
     Some(format!(
         "{noun} {} {how} already exists and this resource did not create it; to manage it, set the annotation {ANNOTATION_ADOPTION_POLICY}: Adopt (or AdoptOrCreate)",
