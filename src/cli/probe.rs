@@ -37,7 +37,6 @@ pub async fn probe(args: &ProbeArgs) -> ProbeOutcome {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let timeout = args.timeout.max(Duration::from_millis(1));
     let client = match reqwest::Client::builder()
-        .timeout(timeout)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!(
             "mailtarget-operator-probe/",
@@ -49,6 +48,7 @@ pub async fn probe(args: &ProbeArgs) -> ProbeOutcome {
         Err(e) => return ProbeOutcome::Failed(format!("cannot build an HTTP client: {e}")),
     };
     let url = &args.url;
+    // One time limit over connecting, the answer and its body.
     let answer = tokio::time::timeout(timeout, async {
         let response = client.get(url.clone()).send().await?;
         let status = response.status();
@@ -61,11 +61,8 @@ pub async fn probe(args: &ProbeArgs) -> ProbeOutcome {
             ProbeOutcome::Passed(format!("GET {url}: {status}"))
         }
         Ok(Ok((status, body))) => {
-            let body: String = body.trim().chars().take(MAX_BODY_CHARS).collect();
+            let body = crate::text::printable(body.trim(), MAX_BODY_CHARS);
             ProbeOutcome::Failed(format!("GET {url}: {status}: {body}"))
-        }
-        Ok(Err(e)) if e.is_timeout() => {
-            ProbeOutcome::Failed(format!("GET {url}: no answer within {timeout:?}"))
         }
         Ok(Err(e)) => ProbeOutcome::Failed(format!("GET {url}: {}", describe(&e))),
         Err(_) => ProbeOutcome::Failed(format!("GET {url}: no answer within {timeout:?}")),

@@ -27,7 +27,9 @@ use crate::crd::{Ownership, SubAccount};
 use crate::engine::MatchedBy;
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::recovery::may_have_committed;
-use crate::engine::{ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, Summary};
+use crate::engine::{
+    ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, StepReport, Summary,
+};
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written.
@@ -140,10 +142,7 @@ pub async fn converge<K: Managed>(
     // Under Full, owned only on this reconcile's evidence: the object found (find_managed
     // enforced the adoption rules) or created; not an id carried over from `old`.
     if let Some(id) = status.id() {
-        let created = executed
-            .steps
-            .iter()
-            .any(|r| r.step.action == StepAction::Create && r.outcome == StepOutcome::Done);
+        let created = executed.steps.iter().any(StepReport::created);
         let matched = plan.planned.found.is_some_and(|f| f.id == id);
         let kept = old.owned_id() == Some(id) && (may_write || old.ownership().is_some());
         let owned = kept || (may_write && (matched || created));
@@ -168,9 +167,7 @@ pub async fn converge<K: Managed>(
             .iter()
             .find_map(|r| failed_doing::<K>(&r.step.action, &r.outcome))
             .unwrap_or_else(|| format!("reading the {}", K::NOUN));
-        let create_failed = executed.steps.iter().any(|r| {
-            r.step.action == StepAction::Create && matches!(r.outcome, StepOutcome::Failed { .. })
-        });
+        let create_failed = executed.steps.iter().any(StepReport::create_failed);
         let refused = create_failed && !may_have_committed(&e);
         let failure = Failure::api(e, &doing, &status);
         return Err(if refused {

@@ -78,8 +78,6 @@ struct Member<K> {
     /// Objects of the list in progress (between `Init` and `InitDone`), or of the first list
     /// while waiting for the others.
     list: Vec<K>,
-    /// A list is in progress.
-    listing: bool,
     ended: bool,
 }
 
@@ -110,7 +108,6 @@ where
                     stream,
                     phase: Phase::FirstList,
                     list: Vec::new(),
-                    listing: false,
                     ended: false,
                 })
                 .collect(),
@@ -127,11 +124,9 @@ where
         match event {
             Event::Init => {
                 member.list.clear();
-                member.listing = true;
             }
             Event::InitApply(obj) => member.list.push(obj),
             Event::InitDone => {
-                member.listing = false;
                 if member.phase == Phase::FirstList {
                     member.phase = Phase::Listed;
                     self.emit_union_when_all_listed();

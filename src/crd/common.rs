@@ -57,11 +57,6 @@ impl AdoptionPolicy {
             )),
         }
     }
-
-    /// True when the policy allows creating the object when none exists.
-    pub fn may_create(self) -> bool {
-        self == AdoptionPolicy::AdoptOrCreate
-    }
 }
 
 /// Annotation that pauses reconciliation when set to `"true"`.

@@ -39,9 +39,4 @@ impl Inventory {
             sending_domains,
         })
     }
-
-    /// The sub account with id `id`.
-    pub fn sub_account(&self, id: i64) -> Option<&SubAccountListItem> {
-        self.sub_accounts.iter().find(|s| s.id == id)
-    }
 }

@@ -111,6 +111,19 @@ pub struct StepReport {
     pub outcome: StepOutcome,
 }
 
+impl StepReport {
+    /// True when this step is a create the service carried out.
+    pub fn created(&self) -> bool {
+        self.step.action == StepAction::Create && self.outcome == StepOutcome::Done
+    }
+
+    /// True when this step is a create that failed (it may still have happened: see
+    /// [`crate::engine::recovery::may_have_committed`]).
+    pub fn create_failed(&self) -> bool {
+        self.step.action == StepAction::Create && matches!(self.outcome, StepOutcome::Failed { .. })
+    }
+}
+
 /// One field whose value in the service differs from the spec.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FieldChange {

@@ -13,7 +13,7 @@ use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::kinds::sending_domain::records;
 use crate::engine::{Found, MatchedBy, natural_key};
-use crate::engine::{ManagedKind, StepAction, StepOutcome, StepReport};
+use crate::engine::{ManagedKind, StepReport};
 use crate::files::SafeDir;
 
 /// How many resources of one kind are applied at once. The client's request budget
@@ -233,7 +233,7 @@ pub(crate) async fn apply_one<K: ManagedKind>(
         }
         // After the value is stored: a twin fails the run, and loses nothing.
         if !K::NATURAL_KEY_UNIQUE
-            && created(&o.steps)
+            && o.steps.iter().any(StepReport::created)
             && let Err(problem) = twins::check::<K>(ctx.client, &plan.desired, id).await
         {
             o.result = "failed";
@@ -329,13 +329,6 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
         o.verified = Some(o.dns_records.iter().all(|r| r.verified));
     }
     o
-}
-
-/// True when one of `steps` created the object.
-fn created(steps: &[StepReport]) -> bool {
-    steps
-        .iter()
-        .any(|s| s.step.action == StepAction::Create && s.outcome == StepOutcome::Done)
 }
 
 /// The result word of an entry whose steps all ran: `created`, `updated`, `unchanged`, and for

@@ -9,7 +9,7 @@ use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::kinds::api_key;
 use crate::engine::kinds::sub_account;
-use crate::engine::{FieldChange, MatchedBy, validate};
+use crate::engine::{FieldChange, MatchedBy};
 use crate::engine::{ManagedKind, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
 
@@ -343,10 +343,10 @@ async fn plan_key(
     inventory: &Inventory,
     e: &mut Entry,
 ) -> Result<Step, ApiError> {
-    let mut d = match ApiKey::desired(r) {
+    let mut d = match driver::desired::<ApiKey>(r) {
         Ok(d) => d,
-        Err(problems) => {
-            e.error = Some(validate::describe(&problems));
+        Err(problem) => {
+            e.error = Some(problem.to_string());
             return Ok(Step::Invalid);
         }
     };

@@ -192,9 +192,10 @@ impl ManagedKind for ApiKey {
         status_id: Option<i64>,
         items: &'a [ApiKeyListItem],
     ) -> Lookup<'a, ApiKeyListItem> {
-        // By name within the scope: the referenced sub account's keys, or company keys
-        // (`subAccountId` 0).
-        let scope = d.sub_account_id.unwrap_or(0);
+        // By name within the scope: the referenced sub account's keys, or company keys.
+        let scope = d
+            .sub_account_id
+            .unwrap_or(crate::api::COMPANY_SUB_ACCOUNT_ID);
         lookup::find(
             items,
             |i| i.id,

@@ -73,7 +73,7 @@ impl From<&SendingDomainDetail> for Observed {
             id: d.id,
             domain: d.domain.clone(),
             assignment: d.assignment.clone(),
-            verified: d.spf_verified && d.dkim_verified && d.cname_verified,
+            verified: verified(d),
         }
     }
 }
