@@ -71,3 +71,24 @@ async fn kubernetes_faults_cause_no_duplicate_writes() {
     );
     assert_eq!(writes.len(), 8, "no other write: {writes:?}");
 }
+
+/// A stop that comes before a cache holds its first list ends the operator: the watches are
+/// dropped with their reflectors, so the controllers waiting for that list give up (they
+/// waited for ever while a stopped watch kept its reflector alive: seen as "the operator did
+/// not stop within 30 s" when a test stopped an operator moments after starting it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_before_the_first_list_ends_the_operator() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    // The ApiKeys' list never answers; the other kinds list as usual.
+    rig.server.faults().stall(RequestFilter::path("apikeys"));
+    rig.start_operator(Duration::from_secs(300));
+    crate::common::eventually("the SubAccounts are listed", || {
+        rig.server
+            .request_log()
+            .iter()
+            .any(|r| r.path_and_query.contains("subaccounts") && r.status == 200)
+    })
+    .await;
+    rig.stop_operator().await;
+    rig.server.faults().clear_stalls();
+}
