@@ -1,7 +1,10 @@
 //! Steps every reconciler shares: pause, first status, API error handling, timing and metrics.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use futures::Stream;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -11,6 +14,35 @@ use super::context::Context;
 use super::error::{Error, Result};
 use super::status::Outcome;
 use crate::api::ApiError;
+
+/// `stream` until `stop` resolves: the stream, with the reflector writer it owns, is then
+/// dropped at once, polled or not, and ends. kube-runtime holds a controller's runner until its
+/// store holds a first list (`Store::wait_until_ready`), which gives up only once the writer is
+/// dropped; a controller's graceful shutdown stops polling its input without dropping it, so a
+/// stop before the first list arrived would leave the controller waiting for ever.
+pub fn until_stopped<S>(
+    stream: S,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> impl Stream<Item = S::Item> + Send + 'static
+where
+    S: Stream + Send + 'static,
+{
+    let slot = Arc::new(Mutex::new(Some(Box::pin(stream))));
+    let dropper = Arc::downgrade(&slot);
+    tokio::spawn(async move {
+        stop.await;
+        if let Some(slot) = dropper.upgrade() {
+            let stream = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            drop(stream);
+        }
+    });
+    futures::stream::poll_fn(move |cx| {
+        match slot.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(stream) => stream.as_mut().poll_next(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    })
+}
 
 /// True when the object carries `mailtarget.co/paused: "true"` ([`crate::crd::is_paused`]).
 pub fn is_paused<K: ResourceExt>(obj: &K) -> bool {

@@ -38,6 +38,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use crate::api::Client as ApiClient;
 use crate::cli::ApiArgs;
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
+use common::until_stopped;
 pub use context::{Context, Settings};
 pub use error::{Error, Result};
 pub use lifecycle::{run, run_elected, shutdown_signal};
@@ -276,9 +277,7 @@ impl Operator {
         let (secret_cache, secret_writer) = reflector::store::<Secret>();
         let _ = self.ctx.secret_cache.set(secret_cache);
         let (owners, subs_trigger, keys_trigger, domains_trigger) = SecretOwners::channels();
-        let secret_watch = self
-            .watch_into(secret_writer, &secrets_config)
-            .take_until(stop())
+        let secret_watch = until_stopped(self.watch_into(secret_writer, &secrets_config), stop())
             .for_each(move |event| {
                 if let Some(secret) = touched(&event) {
                     owners.trigger(secret);
@@ -290,7 +289,7 @@ impl Operator {
         // that reference a changed sub account.
         let (keys_store, keys_writer) = reflector::store::<ApiKey>();
         let _ = self.ctx.claims.api_keys.set(keys_store.clone());
-        let key_events = self.cached_watch(keys_writer).applied_objects();
+        let key_events = until_stopped(self.cached_watch(keys_writer), stop()).applied_objects();
 
         // SubAccounts are watched once: the watch fills the SubAccount controller's cache and,
         // after the cache holds a change, triggers the ApiKeys that reference the sub account.
@@ -299,8 +298,7 @@ impl Operator {
         let (subs_store, subs_writer) = reflector::store::<SubAccount>();
         let _ = self.ctx.claims.sub_accounts.set(subs_store.clone());
         let (referencing_keys, keys_of_subs) = ReferencingKeys::channel(keys_store.clone());
-        let sub_events = self
-            .cached_watch(subs_writer)
+        let sub_events = until_stopped(self.cached_watch(subs_writer), stop())
             .inspect(move |event| {
                 if let Some(sub) = touched(event) {
                     referencing_keys.trigger(sub);
@@ -332,7 +330,8 @@ impl Operator {
 
         let (domains_store, domains_writer) = reflector::store::<SendingDomain>();
         let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
-        let domain_events = self.cached_watch(domains_writer).applied_objects();
+        let domain_events =
+            until_stopped(self.cached_watch(domains_writer), stop()).applied_objects();
         let domains = Controller::for_stream(domain_events, domains_store)
             .reconcile_on(domains_trigger)
             .with_config(config)

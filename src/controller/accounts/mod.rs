@@ -36,6 +36,7 @@ use kube::{Resource, ResourceExt};
 
 pub use registry::{AccountHandle, AccountName, AccountRegistry, DEFAULT_ACCOUNT, Resolved};
 
+use super::common::until_stopped;
 use super::context::Context;
 use super::error::Result;
 use super::status::{Outcome, patch_status, set_conditions};
@@ -303,25 +304,30 @@ where
     // Namespaces (metadata only), for ClusterAccounts' namespace selectors.
     let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
     let _ = registry.namespaces.set(namespaces);
-    let namespace_watch = reflector(
-        namespaces_writer,
-        watcher(
-            Api::<PartialObjectMeta<Namespace>>::all(kube.clone()),
-            watcher::Config::default(),
-        )
-        .default_backoff(),
+    let namespace_watch = until_stopped(
+        reflector(
+            namespaces_writer,
+            watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(kube.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff(),
+        ),
+        stop(),
     )
-    .take_until(stop())
     .for_each(|_| async {});
 
     // ClusterAccounts, cluster-wide.
     let (clusters, clusters_writer) = reflector::store::<ClusterAccount>();
     let _ = registry.cluster_accounts.set(clusters.clone());
     let forget = registry.clone();
-    let cluster_events = reflector(
-        clusters_writer,
-        watcher(Api::<ClusterAccount>::all(kube.clone()), watcher::Config::default())
-            .default_backoff(),
+    let cluster_events = until_stopped(
+        reflector(
+            clusters_writer,
+            watcher(Api::<ClusterAccount>::all(kube.clone()), watcher::Config::default())
+                .default_backoff(),
+        ),
+        stop(),
     )
     .inspect(move |e| {
         if let Ok(watcher::Event::Delete(obj)) = e {
@@ -346,7 +352,7 @@ where
         &watcher::Config::default(),
         accounts_writer.as_reader(),
     );
-    let account_events = reflector(accounts_writer, account_watch)
+    let account_events = until_stopped(reflector(accounts_writer, account_watch), stop())
         .inspect(move |e| {
             if let Ok(watcher::Event::Delete(obj)) = e {
                 forget.forget(&obj.account_name());
