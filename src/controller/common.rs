@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures::Stream;
+use futures::task::AtomicWaker;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -27,17 +28,21 @@ pub fn until_stopped<S>(
 where
     S: Stream + Send + 'static,
 {
-    let slot = Arc::new(Mutex::new(Some(Box::pin(stream))));
+    let slot = Arc::new((Mutex::new(Some(Box::pin(stream))), AtomicWaker::new()));
     let dropper = Arc::downgrade(&slot);
     tokio::spawn(async move {
         stop.await;
         if let Some(slot) = dropper.upgrade() {
-            let stream = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let stream = slot.0.lock().unwrap_or_else(|p| p.into_inner()).take();
             drop(stream);
+            // Whoever polls the stream now learns that it ended (the dropped stream can no
+            // longer wake it).
+            slot.1.wake();
         }
     });
     futures::stream::poll_fn(move |cx| {
-        match slot.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        slot.1.register(cx.waker());
+        match slot.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             Some(stream) => stream.as_mut().poll_next(cx),
             None => std::task::Poll::Ready(None),
         }
