@@ -73,3 +73,16 @@ fn account_manifests_are_validated_then_skipped() {
     assert_eq!(set.skipped.len(), 1);
     assert_eq!(set.skipped[0].2, ACCOUNT_KIND);
 }
+
+/// `plan`/`apply` hold one key, the default account's: a resource naming another account is
+/// refused at load (nothing is called), one naming `default` explicitly is accepted.
+#[test]
+fn manifests_naming_another_account_are_refused_by_the_cli() {
+    use mailtarget_operator::manifest::load_str;
+    let other = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app}\nspec:\n  secretName: app-key\n  accountRef: {kind: Account, name: billing}\n";
+    let errors = load_str("keys.yaml", other).unwrap_err().to_string();
+    assert!(errors.contains("spec.accountRef"), "{errors}");
+    assert!(errors.contains("Account \"billing\""), "{errors}");
+    let explicit = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app}\nspec:\n  secretName: app-key\n  accountRef: {name: default}\n";
+    assert_eq!(load_str("keys.yaml", explicit).unwrap().resources.len(), 1);
+}

@@ -61,6 +61,12 @@ struct Inner {
 }
 
 impl Client {
+    /// True when `self` and `other` are clones of one client (same key, addresses and request
+    /// budget, built once).
+    pub fn same_as(&self, other: &Client) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Builds a client.
     ///
     /// Installs the `ring` rustls crypto provider as process default if none is installed yet.

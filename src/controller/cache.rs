@@ -179,7 +179,8 @@ impl<T: Clone> CachedList<T> {
     }
 }
 
-/// The three cached lists of one account.
+/// One account as the reconciles call it: its client (key, addresses, request budget) and its
+/// three cached lists, shared by every resource managed through the account.
 #[derive(Debug)]
 pub struct AccountCache {
     client: Client,
@@ -202,6 +203,11 @@ impl AccountCache {
             api_keys: CachedList::new(|i: &ApiKeyListItem| i.id),
             sending_domains: CachedList::new(|i: &SendingDomainListItem| i.id),
         }
+    }
+
+    /// The account's client.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Kind `K`'s list, read again when older than the maximum age.

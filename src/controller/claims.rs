@@ -25,6 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 
+use super::accounts::AccountRegistry;
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
 use crate::engine::{ManagedKind, ManagedStatus};
 use crate::engine::{natural_key, validate};
@@ -71,7 +72,7 @@ pub trait Claimant:
     fn writes(&self) -> bool;
 }
 
-pub(super) fn external_id<K: Resource>(obj: &K) -> Option<i64> {
+pub(crate) fn external_id<K: Resource>(obj: &K) -> Option<i64> {
     validate::external_id(Some(obj.annotations()))
         .ok()
         .flatten()
@@ -142,6 +143,15 @@ impl Claimant for SendingDomain {
     }
 }
 
+/// The account a resource is managed through: ids and names are compared within one account
+/// only (two accounts' objects are different objects, whatever their ids).
+fn account_of<K: Claimant>(obj: &K) -> super::accounts::AccountName {
+    super::accounts::usage::account_name(
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        K::account_ref(obj),
+    )
+}
+
 /// The precedence of a resource (smaller goes first); `contested` is the id in dispute, if any.
 fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, String, String) {
     let holds = match contested {
@@ -158,7 +168,8 @@ fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, St
 
 /// Among `others`, the resource that owns what `obj` claims, when it is not `obj`.
 ///
-/// Rivals are the resources with the same claim (external-id annotation, else natural key)
+/// Rivals are the resources managed through the same account with the same claim (external-id
+/// annotation, else natural key)
 /// unless both record different ids (each already manages its own object), and, when `id` is
 /// given, those recording `id` in `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
 /// before `obj`. `ObserveOnly` resources are neither owners nor rivals.
@@ -177,6 +188,7 @@ pub fn preceding_owner<K: Claimant>(
     others
         .into_iter()
         .filter(|o| &o.meta().uid != uid && o.writes())
+        .filter(|o| account_of(o.as_ref()) == account_of(obj))
         .filter(|o| {
             if by_claim {
                 let both_differ = matches!((mine, o.recorded_id()), (Some(a), Some(b)) if a != b);
@@ -193,7 +205,13 @@ impl Claims {
     /// The other resource of `obj`'s kind that owns what `obj` claims: by its spec when `id`
     /// is `None`, or the API object `id` that `obj`'s lookup found. `None` when `obj` may
     /// manage it, or before the operator runs.
-    pub async fn owner<K: Claimant>(&self, obj: &K, id: Option<i64>) -> Option<Arc<K>> {
+    /// Resources their account refuses outright ([`AccountRegistry::may_claim`]) are no rivals.
+    pub async fn owner<K: Claimant>(
+        &self,
+        accounts: &AccountRegistry,
+        obj: &K,
+        id: Option<i64>,
+    ) -> Option<Arc<K>> {
         let store = K::store(self)?;
         if tokio::time::timeout(STORE_READY_TIMEOUT, store.wait_until_ready())
             .await
@@ -201,7 +219,11 @@ impl Claims {
         {
             tracing::warn!("the controller's cache is not filled yet; ownership not compared");
         }
-        preceding_owner(obj, id, store.state())
+        let rivals = store
+            .state()
+            .into_iter()
+            .filter(|o| accounts.may_claim(o.as_ref()));
+        preceding_owner(obj, id, rivals)
     }
 }
 

@@ -76,8 +76,6 @@ pub struct Context {
     pub kube: kube::Client,
     /// Client of the service.
     pub api: crate::api::Client,
-    /// Cached lists of the account.
-    pub cache: AccountCache,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Event recorder.
@@ -117,18 +115,18 @@ impl Context {
         // interval after its previous resync, so it always sees a list read after that one
         // (drift made at the service is seen within a resync), while a resync of N objects
         // reads each list once, `ceil(N / 100)` pages, rather than twice.
-        let cache = AccountCache::new(api.clone(), settings.resync_interval);
+        let flags = Arc::new(AccountCache::new(api.clone(), settings.resync_interval));
         let recorder = Recorder::new(kube.clone(), reporter);
         let digest = super::secrets::ValueDigest::new(
             &api.derived_key("mailtarget-operator/secret-digest/v1"),
         );
         let details =
             DetailSchedule::new(settings.resync_interval, settings.detail_resync_interval);
-        let accounts = Arc::new(super::accounts::AccountRegistry::new(Some(api.clone())));
+        let accounts = Arc::new(super::accounts::AccountRegistry::new(Some(flags)));
+        let _ = accounts.list_max_age.set(settings.resync_interval);
         Context {
             kube,
             api,
-            cache,
             metrics,
             recorder,
             settings,

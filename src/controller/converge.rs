@@ -13,6 +13,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
+use super::accounts::usage::account_name;
+use super::accounts::{Needs, Usage};
 use super::claims::Claimant;
 use super::common::{is_paused, spec_changed};
 use super::context::{Context, object_key};
@@ -39,7 +41,15 @@ pub async fn converge<K: Managed>(
     old: &K::Status,
 ) -> ConvergeResult<K::Status> {
     let mut desired = K::desired(obj).map_err(|problems| Failure::invalid_spec(&problems, old))?;
-    let by_name_is_own = match sub_account_scope(obj, ctx, old).await? {
+    let usage = match account_of(obj, ctx, old).await {
+        Ok(usage) => usage,
+        Err(early) => return early,
+    };
+    let service = usage.service.as_ref();
+    let api = service.client();
+    // The operator's default adoption policy applies where the account lets the namespace adopt.
+    let adoption = identity::adoption_policy(ctx, obj).filter(|_| usage.may_adopt);
+    let by_name_is_own = match sub_account_scope(obj, ctx, old, &usage).await? {
         Scope::Company => false,
         Scope::SubAccount { id, managed } => {
             K::in_sub_account(&mut desired, id);
@@ -59,8 +69,9 @@ pub async fn converge<K: Managed>(
     let query = Query {
         key: K::natural_key(&desired),
         by_name_is_own,
+        adoption,
     };
-    let found = find_managed(ctx, obj, old, &desired, query).await?;
+    let found = find_managed(ctx, service, obj, old, &desired, query).await?;
     let item = found.as_ref().map(|(item, _)| item);
     let key = object_key(obj);
     // Fields only a read returns, when the plan compares them: read when the status does not
@@ -72,7 +83,7 @@ pub async fn converge<K: Managed>(
         && (ctx.details.due(&key, has_detail)
             || (!has_detail && spec_changed(obj, old.observed_generation())))
     {
-        let read = K::read(&ctx.api, how.id).await;
+        let read = K::read(api, how.id).await;
         detail = Some(read.map_err(|e| Failure::api(e, &format!("reading the {}", K::NOUN), old))?);
         ctx.details.read(&key);
     }
@@ -111,7 +122,7 @@ pub async fn converge<K: Managed>(
     let mut requeue = pace(&mut plan, &mut status, ctx, creates);
     // Observing is not owning: values of an object the resource did not create are exported
     // only under an adoption policy (else any namespace could copy any key by naming it).
-    let exports = may_write || identity::adoption_policy(ctx, obj).is_some();
+    let exports = may_write || adoption.is_some();
     let mut broken = Vec::new();
     if exports {
         for r in K::secret_refs(&plan.desired) {
@@ -127,9 +138,9 @@ pub async fn converge<K: Managed>(
             .await
             .map_err(|e| Failure::kube("IdentityWriteFailed", e, old))?;
     }
-    let executed = driver::execute::<K>(&ctx.api, &plan, detail, want_detail).await;
+    let executed = driver::execute::<K>(api, &plan, detail, want_detail).await;
     if let Some(d) = &executed.detail {
-        K::absorb(&ctx.cache, d);
+        K::absorb(service, d);
         ctx.details.read(&key);
     }
     status = match (&executed.detail, item) {
@@ -213,7 +224,7 @@ pub async fn converge<K: Managed>(
     // The kind's projection ends the pacing once the object is ready.
     let summary = K::summary(&plan.desired, &status);
     if !summary.ready && may_write {
-        K::complete_status(&ctx.api, &mut status).await;
+        K::complete_status(api, &mut status).await;
         if requeue.is_none()
             && let Some(p) = status.pacing()
         {
@@ -421,6 +432,47 @@ async fn write_secret<K: Managed>(
     }
 }
 
+/// The account `obj` is reconciled through ([`super::accounts::AccountRegistry::usage`]), or
+/// the converge's end when it may not be: `Stalled` for a refusal (checked again at each resync
+/// and at any change of the resource), `Reconciling` while the account is not ready (reconciled
+/// again when its check changes, else at the next resync). No API call either way.
+async fn account_of<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    old: &K::Status,
+) -> std::result::Result<Usage, ConvergeResult<K::Status>> {
+    let external = super::claims::external_id(obj);
+    let needs = Needs {
+        adoption: crate::crd::AdoptionPolicy::from_annotations(obj.annotations())
+            .ok()
+            .flatten()
+            .is_some()
+            || external.is_some_and(|e| old.owned_id() != Some(e)),
+        company_key: K::NEEDS_COMPANY_KEY,
+    };
+    let namespace = obj.namespace().unwrap_or_default();
+    match ctx
+        .accounts
+        .usage(&namespace, K::account_ref(obj), needs)
+        .await
+    {
+        Ok(usage) => Ok(usage),
+        Err(refusal) if refusal.stalled => {
+            Err(Err(Failure::blocked(refusal.reason, refusal.message, old)))
+        }
+        Err(refusal) => {
+            let outcome = Outcome::Progressing {
+                reason: refusal.reason,
+                message: refusal.message,
+            };
+            Err(Ok(Converged {
+                requeue: Some(Action::requeue(ctx.resync_delay())),
+                ..Converged::new(outcome, old.clone())
+            }))
+        }
+    }
+}
+
 /// Where the spec puts the object.
 enum Scope {
     /// The company account.
@@ -439,6 +491,7 @@ async fn sub_account_scope<K: Managed>(
     obj: &K,
     ctx: &Context,
     old: &K::Status,
+    usage: &Usage,
 ) -> std::result::Result<Scope, Box<Failure<K::Status>>> {
     let Some(sub) = K::sub_account_ref(obj) else {
         return Ok(Scope::Company);
@@ -457,6 +510,20 @@ async fn sub_account_scope<K: Managed>(
             .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?
             .map(std::sync::Arc::new),
     };
+    // The sub account belongs to the account its SubAccount is managed through.
+    if let Some(s) = &read {
+        let theirs = account_name(&namespace, s.spec.account_ref.as_ref());
+        if theirs != usage.name {
+            return Err(Failure::stalled(
+                "InvalidSpec",
+                format!(
+                    "spec.accountRef names {} but SubAccount \"{sub}\" is managed through {theirs}: name the same account",
+                    usage.name
+                ),
+                old,
+            ));
+        }
+    }
     Ok(
         match read
             .as_ref()
@@ -485,14 +552,36 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     let (Some(step), true) = (K::deletion(obj), obj.writes()) else {
         return Ok(Action::await_change());
     };
+    if obj.recorded_id().is_none() && !identity::is_pending(obj) {
+        return Ok(Action::await_change());
+    }
+    let needs = Needs {
+        adoption: false,
+        company_key: K::NEEDS_COMPANY_KEY,
+    };
+    let namespace = obj.namespace().unwrap_or_default();
+    let usage = ctx
+        .accounts
+        .usage(&namespace, K::account_ref(obj), needs)
+        .await
+        .map_err(Error::Account)?;
+    let service = usage.service.as_ref();
     let id = match (obj.recorded_id(), K::desired(obj)) {
         (Some(id), _) => Some(id),
         (None, Ok(desired)) if identity::is_pending(obj) => {
-            let found = driver::find_created::<K>(&ctx.api, &desired)
+            let found = driver::find_created::<K>(service.client(), &desired)
                 .await
                 .map_err(Error::Api)?;
             match found {
-                Some(id) if ctx.claims.owner(obj, Some(id)).await.is_none() => Some(id),
+                Some(id)
+                    if ctx
+                        .claims
+                        .owner(&ctx.accounts, obj, Some(id))
+                        .await
+                        .is_none() =>
+                {
+                    Some(id)
+                }
                 _ => None,
             }
         }
@@ -501,7 +590,7 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     let Some(id) = id else {
         return Ok(Action::await_change());
     };
-    let answer = driver::delete::<K>(&ctx.api, &step, id)
+    let answer = driver::delete::<K>(service.client(), &step, id)
         .await
         .map_err(Error::Api)?;
     let fields: Vec<String> = step
@@ -512,14 +601,14 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
         .collect();
     let (reason, note) = match &answer {
         Some(d) => {
-            K::absorb(&ctx.cache, d);
+            K::absorb(service, d);
             (
                 "Deactivated",
                 format!("deactivated {} {id} ({})", K::NOUN, fields.join(", ")),
             )
         }
         None => {
-            K::list(&ctx.cache).remove(id);
+            K::list(service).remove(id);
             ("Deleted", format!("deleted {} {id}", K::NOUN))
         }
     };

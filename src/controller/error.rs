@@ -18,6 +18,10 @@ pub enum Error {
     /// The object lacks a namespace or name (never the case for objects from the API server).
     #[error("object has no {0}")]
     MissingMetadata(&'static str),
+    /// The resource may not be reconciled through the account it names (no call was made);
+    /// see [`super::accounts::usage`].
+    #[error("{}", .0.message)]
+    Account(super::accounts::Refusal),
 }
 
 /// Result alias of the controller.
@@ -43,6 +47,7 @@ impl Error {
             Error::Kube(_) => "kubernetes",
             Error::Finalizer(_) => "finalizer",
             Error::MissingMetadata(_) => "metadata",
+            Error::Account(_) => "account",
         }
     }
 
@@ -57,7 +62,8 @@ impl Error {
                     && !e.is_unreadable_answer()
                     && e.status() != Some(401)
             }
-            Error::Kube(_) => false,
+            // The account, its Secret or the namespace's labels may change.
+            Error::Kube(_) | Error::Account(_) => false,
             Error::Finalizer(_) | Error::MissingMetadata(_) => true,
         }
     }
@@ -68,6 +74,8 @@ impl Error {
         match self {
             Error::Api(e) => e.is_retryable(),
             Error::Kube(_) => true,
+            // An account not ready yet (not a refusal) is waited for.
+            Error::Account(r) => !r.stalled,
             Error::Finalizer(_) | Error::MissingMetadata(_) => false,
         }
     }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use kube::Resource;
 
+use super::cache::AccountCache;
 use super::context::Context;
 use super::identity;
 use super::managed::Failure;
@@ -89,9 +90,12 @@ pub struct Query<'a> {
     /// An object found by natural key is this resource's by construction (a key inside a sub
     /// account the resource's namespace manages), not an adoption.
     pub by_name_is_own: bool,
+    /// The adoption policy in force (annotation, else the operator's default), `None` where the
+    /// account does not let the namespace adopt.
+    pub adoption: Option<AdoptionPolicy>,
 }
 
-/// The API object `obj` manages: the kind's lookup of `desired` in the account's cached list
+/// The API object `obj` manages: the kind's lookup of `desired` in `service`'s cached list
 /// (no older than its maximum age), with any verdict other than a match confirmed against a list
 /// new enough ([`needs_newer_list`], [`newer_than`]), and the id the resource records
 /// (`status.id`), when absent from the list, confirmed with one read of that object, so that an object missing from
@@ -108,12 +112,13 @@ pub struct Query<'a> {
 /// is `Adopt` and there is nothing to adopt.
 pub async fn find_managed<K: Managed>(
     ctx: &Context,
+    service: &AccountCache,
     obj: &K,
     old: &K::Status,
     desired: &K::Desired,
     query: Query<'_>,
 ) -> Result<Option<(K::Item, Found)>, Box<Failure<K::Status>>> {
-    let fresh = || ctx.cache.fresh::<K>();
+    let fresh = || service.fresh::<K>();
     let doing = format!("listing {}s", K::NOUN);
     let external_id = super::claims::external_id(obj);
     let since = newer_than(obj, old.id());
@@ -144,7 +149,7 @@ pub async fn find_managed<K: Managed>(
     let verdict = match (owned, &first) {
         (Some(id), Verdict::Match(_, how)) if how.id == id => first,
         (Some(id), _) if external_id.is_none_or(|e| e == id) => {
-            let read = gone_is_none(K::read(&ctx.api, id).await);
+            let read = gone_is_none(K::read(service.client(), id).await);
             match read.map_err(|e| Failure::api(e, &format!("reading {} {id}", K::NOUN), old))? {
                 Some(detail) => Verdict::Match(
                     K::item_of(&detail),
@@ -171,12 +176,10 @@ pub async fn find_managed<K: Managed>(
     }
     match &found {
         Some((_, how)) => {
-            if let Some(owner) = ctx.claims.owner(obj, Some(how.id)).await {
+            if let Some(owner) = ctx.claims.owner(&ctx.accounts, obj, Some(how.id)).await {
                 return Err(Failure::conflict(obj, owner.as_ref(), old));
             }
-            if let Some(message) =
-                identity::refuse_adoption(ctx, obj, owned, *how, query.by_name_is_own, K::NOUN)
-            {
+            if let Some(message) = identity::refuse_adoption(obj, owned, *how, query, K::NOUN) {
                 // Not this resource's: status must not name it (deleting the resource would
                 // then delete it, and a later reconcile would take it for its own).
                 let mut status = old.clone();
@@ -184,7 +187,7 @@ pub async fn find_managed<K: Managed>(
                 return Err(Failure::blocked("AlreadyExists", message, &status));
             }
         }
-        None if identity::adoption_policy(ctx, obj) == Some(AdoptionPolicy::Adopt) => {
+        None if query.adoption == Some(AdoptionPolicy::Adopt) => {
             return Err(Failure::blocked(
                 "ExternalObjectMissing",
                 format!(

@@ -17,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::context::{Context, FIELD_MANAGER};
+use super::find::Query;
 use crate::crd::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID, AdoptionPolicy,
 };
@@ -37,21 +38,21 @@ pub fn is_pending<K: ResourceExt>(obj: &K) -> bool {
 }
 
 /// Why `found` may not be managed by `obj`, for people (`None`: it may). `owned` is the id
-/// `obj` records as its own; `by_name_is_own` says that an object found by natural key is
-/// this resource's by construction (a key inside a sub account this namespace manages).
+/// `obj` records as its own; `query` carries the adoption policy in force and whether an
+/// object found by natural key is this resource's by construction (a key inside a sub account
+/// this namespace manages).
 pub fn refuse_adoption<K: ResourceExt>(
-    ctx: &Context,
     obj: &K,
     owned: Option<i64>,
     found: Found,
-    by_name_is_own: bool,
+    query: Query<'_>,
     noun: &str,
 ) -> Option<String> {
-    if owned == Some(found.id) || adoption_policy(ctx, obj).is_some() {
+    if owned == Some(found.id) || query.adoption.is_some() {
         return None;
     }
     let by_name = found.matched_by == MatchedBy::NaturalKey;
-    if by_name && (by_name_is_own || is_pending(obj)) {
+    if by_name && (query.by_name_is_own || is_pending(obj)) {
         return None;
     }
     let how = match found.matched_by {

@@ -228,7 +228,11 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
                     ctx.status_writes.record(&object_key(o.as_ref()), None);
                     if let Some(id) = o.recorded_id()
-                        && ctx.claims.owner(o.as_ref(), Some(id)).await.is_some()
+                        && ctx
+                            .claims
+                            .owner(&ctx.accounts, o.as_ref(), Some(id))
+                            .await
+                            .is_some()
                     {
                         // Another resource owns this API object: leave it alone.
                         return Ok(Action::await_change());
@@ -256,6 +260,7 @@ async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Err
     let reason = match &e {
         Error::Api(a) if a.status() == Some(401) => "Unauthorized",
         Error::Api(_) => "ApiRejected",
+        Error::Account(r) => r.reason,
         _ => "CleanupFailed",
     };
     let outcome = Outcome::Stalled {
@@ -339,7 +344,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         let written = patch_status(api, &name, &first).await?;
         ctx.status_writes.record(&key, Some(status_write(&written)));
     }
-    let converged = match ctx.claims.owner(obj, None).await {
+    let converged = match ctx.claims.owner(&ctx.accounts, obj, None).await {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
         None => converge::converge(obj, ctx, &old).await,
     };

@@ -305,8 +305,10 @@ impl Operator {
                 }
             })
             .applied_objects();
-        let sub_accounts = Controller::for_stream(sub_events, subs_store)
+        // Each controller also reconciles the resources of an account whose check changed.
+        let sub_accounts = Controller::for_stream(sub_events, subs_store.clone())
             .reconcile_on(subs_trigger)
+            .reconcile_on(self.ctx.accounts.dependents(subs_store).take_until(stop()))
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
             .run(
@@ -316,8 +318,9 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        let api_keys = Controller::for_stream(key_events, keys_store)
+        let api_keys = Controller::for_stream(key_events, keys_store.clone())
             .reconcile_on(keys_trigger)
+            .reconcile_on(self.ctx.accounts.dependents(keys_store).take_until(stop()))
             .reconcile_on(keys_of_subs)
             .with_config(config.clone())
             .graceful_shutdown_on(stop())
@@ -332,8 +335,14 @@ impl Operator {
         let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
         let domain_events =
             until_stopped(self.cached_watch(domains_writer), stop()).applied_objects();
-        let domains = Controller::for_stream(domain_events, domains_store)
+        let domains = Controller::for_stream(domain_events, domains_store.clone())
             .reconcile_on(domains_trigger)
+            .reconcile_on(
+                self.ctx
+                    .accounts
+                    .dependents(domains_store)
+                    .take_until(stop()),
+            )
             .with_config(config)
             .graceful_shutdown_on(stop())
             .run(

@@ -235,6 +235,32 @@ pub struct AccountSpec {
     pub connection: AccountConnection,
 }
 
+/// The kind of account an [`AccountReference`] names.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum AccountRefKind {
+    /// A [`ClusterAccount`], by name.
+    #[default]
+    ClusterAccount,
+    /// An [`Account`] in the resource's own namespace, by name.
+    Account,
+}
+
+/// `spec.accountRef` of a SubAccount, ApiKey or SendingDomain: the account the resource is
+/// managed through (product design, "Accounts and tenancy"; as Crossplane's
+/// `providerConfigRef` and cert-manager's `issuerRef`). Unset: ClusterAccount `default`.
+/// Immutable (a CEL transition rule on the spec, see [`super::schema::ACCOUNT_REF_IMMUTABLE`]):
+/// moving a resource to another account would leave its object behind in the first one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountReference {
+    /// `ClusterAccount` (default) or `Account` (in the resource's namespace).
+    #[serde(default)]
+    pub kind: AccountRefKind,
+    /// The account's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
 /// Observed state of an account: the outcome of the last authenticated call, and the key's
 /// scope.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -50,7 +50,12 @@ use super::subaccount::NamedId;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": super::schema::ACCOUNT_REF_IMMUTABLE, "message": super::schema::ACCOUNT_REF_IMMUTABLE_MESSAGE}]))]
 pub struct ApiKeySpec {
+    /// The account this resource is managed through: a ClusterAccount (default kind) or an
+    /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_ref: Option<super::account::AccountReference>,
     /// Key name in the service (`name`). Defaults to `metadata.name`. Also the natural key used to
     /// adopt an existing key. No leading or trailing whitespace (the service trims names).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,8 +21,9 @@ pub mod sendingdomain;
 pub mod subaccount;
 
 pub use account::{
-    Account, AccountConnection, AccountKind, AccountSpec, AccountStatus, ClusterAccount,
-    ClusterAccountSpec, Credentials, KeyScope, RequestBudget, ScopeSource, SecretKeyReference,
+    Account, AccountConnection, AccountKind, AccountRefKind, AccountReference, AccountSpec,
+    AccountStatus, ClusterAccount, ClusterAccountSpec, Credentials, KeyScope, RequestBudget,
+    ScopeSource, SecretKeyReference,
 };
 pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
 pub use common::{

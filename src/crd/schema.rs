@@ -78,3 +78,13 @@ pub fn domain(_: &mut SchemaGenerator) -> Schema {
         }]
     })
 }
+
+/// CEL transition rule of every managed kind's spec: `spec.accountRef` cannot change (unset
+/// equals `{kind: ClusterAccount, name: default}`, so writing the default out is no change). A
+/// resource moved to another account would leave its object behind in the first one, and the
+/// second could adopt what another tenant owns; create a new resource instead (product design,
+/// "Accounts and tenancy": `accountRef` is immutable).
+pub const ACCOUNT_REF_IMMUTABLE: &str = "(has(self.accountRef) ? self.accountRef.name : 'default') == (has(oldSelf.accountRef) ? oldSelf.accountRef.name : 'default') && (has(self.accountRef) && has(self.accountRef.kind) ? self.accountRef.kind : 'ClusterAccount') == (has(oldSelf.accountRef) && has(oldSelf.accountRef.kind) ? oldSelf.accountRef.kind : 'ClusterAccount')";
+
+/// Message of [`ACCOUNT_REF_IMMUTABLE`].
+pub const ACCOUNT_REF_IMMUTABLE_MESSAGE: &str = "spec.accountRef is immutable: create a new resource to manage an object through another account";

@@ -51,7 +51,12 @@ use super::conditions::Condition;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": super::schema::ACCOUNT_REF_IMMUTABLE, "message": super::schema::ACCOUNT_REF_IMMUTABLE_MESSAGE}]))]
 pub struct SendingDomainSpec {
+    /// The account this resource is managed through: a ClusterAccount (default kind) or an
+    /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_ref: Option<super::account::AccountReference>,
     /// The domain (`domain` on create). Required, immutable, a lowercase hostname; the natural key
     /// used to adopt an existing sending domain.
     #[schemars(schema_with = "super::schema::domain")]

@@ -38,7 +38,12 @@ use super::conditions::Condition;
     )
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": super::schema::ACCOUNT_REF_IMMUTABLE, "message": super::schema::ACCOUNT_REF_IMMUTABLE_MESSAGE}]))]
 pub struct SubAccountSpec {
+    /// The account this resource is managed through: a ClusterAccount (default kind) or an
+    /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_ref: Option<super::account::AccountReference>,
     /// Sub account name in the service (`name` on create and update). Defaults to
     /// `metadata.name`. Also the natural key used to adopt an existing sub account (compared
     /// ignoring ASCII case, as the service does). No leading or trailing whitespace.

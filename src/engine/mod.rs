@@ -240,6 +240,12 @@ pub trait ManagedKind: 'static {
     }
     /// The list item the service would now list for `detail` (to keep a cached list current).
     fn item_of(detail: &Self::Detail) -> Self::Item;
+    /// `spec.accountRef`: the account the resource is managed through (`None`: ClusterAccount
+    /// `default`).
+    fn account_ref(r: &Self::Resource) -> Option<&crate::crd::AccountReference>;
+    /// True for a kind created and changed with a company key only (a SubAccount: a sub account
+    /// key acts within its own sub account, product design decision "Scope of a key").
+    const NEEDS_COMPANY_KEY: bool = false;
     /// The SubAccount (same namespace) whose sub account holds the object, if the spec names
     /// one.
     fn sub_account_ref(_r: &Self::Resource) -> Option<&str> {

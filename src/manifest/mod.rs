@@ -110,6 +110,34 @@ impl Resource {
             Resource::SendingDomain(r) => r.spec.management_policy,
         }
     }
+
+    /// `spec.accountRef` (`None`: ClusterAccount `default`).
+    pub fn account_ref(&self) -> Option<&crate::crd::AccountReference> {
+        match self {
+            Resource::SubAccount(r) => r.spec.account_ref.as_ref(),
+            Resource::ApiKey(r) => r.spec.account_ref.as_ref(),
+            Resource::SendingDomain(r) => r.spec.account_ref.as_ref(),
+        }
+    }
+
+    /// Why `plan`/`apply` cannot serve the resource's account, for people (`None`: they can).
+    /// They call the service with the one key they are given, which stands for ClusterAccount
+    /// `default`; a resource naming another account is applied in a cluster, where the
+    /// operator reads that account's credentials.
+    pub fn offline_account_problem(&self) -> Option<String> {
+        let r = self.account_ref()?;
+        if r.kind == crate::crd::AccountRefKind::ClusterAccount && r.name == "default" {
+            return None;
+        }
+        let kind = match r.kind {
+            crate::crd::AccountRefKind::ClusterAccount => "ClusterAccount",
+            crate::crd::AccountRefKind::Account => "Account",
+        };
+        Some(format!(
+            "names {kind} \"{}\": plan and apply call the service with the one key they are given, which stands for ClusterAccount \"default\"; apply this resource in a cluster, or remove spec.accountRef to use the given key",
+            crate::text::printable(&r.name, 253)
+        ))
+    }
 }
 
 /// A resource with the place it was read from.

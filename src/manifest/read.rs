@@ -352,7 +352,13 @@ fn read_document(
     };
     match resource {
         Ok(resource) => {
-            let problems = crate::engine::validate::problems(&resource);
+            let mut problems = crate::engine::validate::problems(&resource);
+            if let Some(message) = resource.offline_account_problem() {
+                problems.push(crate::engine::validate::Problem {
+                    field: "spec.accountRef".into(),
+                    message,
+                });
+            }
             if problems.is_empty() {
                 set.resources.push(Loaded {
                     source: source.clone(),

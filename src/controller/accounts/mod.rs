@@ -20,8 +20,10 @@
 //! `--label-selector`.
 
 mod check;
+mod dependents;
 pub mod registry;
 mod triggers;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -35,6 +37,7 @@ use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 
 pub use registry::{AccountHandle, AccountName, AccountRegistry, DEFAULT_ACCOUNT, Resolved};
+pub use usage::{Needs, Refusal, Usage};
 
 use super::common::until_stopped;
 use super::context::Context;
@@ -144,12 +147,19 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
             tracing::warn!(account = %name, reason = %reason, message, "account not usable");
         }
     }
+    // The cached lists go with the client: kept while it is, new for a new one.
+    let service = match (&client, previous.as_ref().and_then(|p| p.service.clone())) {
+        (Some(c), Some(kept)) if kept.client().same_as(c) => Some(kept),
+        (Some(c), _) => Some(registry.service(c.clone())),
+        (None, _) => None,
+    };
     registry.record(
         name,
         Checked {
             uid: uid.clone(),
             fingerprint,
             client,
+            service,
             reason,
             ready: outcome.is_ready(),
             scope: found.scope,

@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use kube::core::{PartialObjectMeta, Selector, SelectorExt};
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::super::cache::AccountCache;
 use crate::api::{Client as ApiClient, ClientConfig};
 use crate::crd::{Account, ClusterAccount, KeyScope};
 
@@ -59,6 +60,9 @@ impl std::fmt::Display for AccountName {
 pub struct AccountHandle {
     /// The client: the account's key and addresses, and its request budget (shared by clones).
     pub client: ApiClient,
+    /// The account's client with its cached lists, shared by every resource managed through
+    /// it (kept, like the client, while key, addresses and budget stay the same).
+    pub service: Arc<AccountCache>,
     /// The key's scope, when known.
     pub scope: Option<KeyScope>,
     /// True for the `default` account built from the operator's flags (no object).
@@ -89,6 +93,8 @@ pub(super) struct Checked {
     pub fingerprint: [u8; 32],
     /// The client built for it, when credentials could be read.
     pub client: Option<ApiClient>,
+    /// The client with the account's cached lists (built with the client).
+    pub service: Option<Arc<AccountCache>>,
     /// `Ready`'s reason after the check.
     pub reason: String,
     /// Whether the check succeeded.
@@ -101,7 +107,7 @@ pub(super) struct Checked {
 pub struct AccountRegistry {
     /// The `default` account from the operator's flags, used while no ClusterAccount `default`
     /// exists.
-    from_flags: Option<ApiClient>,
+    from_flags: Option<Arc<AccountCache>>,
     checked: RwLock<HashMap<AccountName, Checked>>,
     pub(super) cluster_accounts: OnceLock<Store<ClusterAccount>>,
     pub(super) accounts: OnceLock<Store<Account>>,
@@ -111,15 +117,23 @@ pub struct AccountRegistry {
     /// Settings of every account's client besides key, addresses and budget: timeout, CA
     /// bundle, retries, request observer (from the operator's flags, set when it runs).
     pub(super) template: OnceLock<ClientConfig>,
+    /// How old an account's cached list may be (the resync interval, set when the operator
+    /// runs; 5 minutes before).
+    pub(in crate::controller) list_max_age: OnceLock<std::time::Duration>,
+    /// Set once a reconcile waited for the account caches' first lists (see
+    /// [`AccountRegistry::usage`]).
+    pub(super) first_lists_awaited: std::sync::atomic::AtomicBool,
     /// UIDs of objects already warned about.
     warned: Mutex<HashSet<String>>,
+    /// The controllers told about account changes ([`AccountRegistry::dependents`]).
+    pub(super) subscribers: super::dependents::Subscribers,
 }
 
 impl AccountRegistry {
     /// A registry whose `default` account, while no ClusterAccount `default` exists, is
     /// `from_flags` (the operator's `--api-key` and addresses; a company key by the flag's
     /// definition).
-    pub fn new(from_flags: Option<ApiClient>) -> Self {
+    pub fn new(from_flags: Option<Arc<AccountCache>>) -> Self {
         AccountRegistry {
             from_flags,
             checked: RwLock::default(),
@@ -128,7 +142,10 @@ impl AccountRegistry {
             namespaces: OnceLock::new(),
             operator_namespace: OnceLock::new(),
             template: OnceLock::new(),
+            list_max_age: OnceLock::new(),
+            first_lists_awaited: std::sync::atomic::AtomicBool::new(false),
             warned: Mutex::default(),
+            subscribers: Default::default(),
         }
     }
 
@@ -141,12 +158,22 @@ impl AccountRegistry {
             .unwrap_or_else(|| ClientConfig::with_default_urls(String::new().into()))
     }
 
+    /// The account's client with fresh (empty) cached lists.
+    pub(super) fn service(&self, client: ApiClient) -> Arc<AccountCache> {
+        let max_age = self
+            .list_max_age
+            .get()
+            .copied()
+            .unwrap_or(std::time::Duration::from_secs(300));
+        Arc::new(AccountCache::new(client, max_age))
+    }
+
     /// Logs, once per object, that ClusterAccount `default` (UID `uid`, client `client`) is used
     /// instead of the operator's flags: a warning when the two differ (key or addresses; the
     /// keys compared through [`ApiClient::derived_key`], never themselves), at `info` when they
     /// are the same (the chart creates the object from the values it gives the flags).
     pub(super) fn note_default_object(&self, uid: &str, client: &ApiClient) {
-        let Some(flags) = &self.from_flags else {
+        let Some(flags) = self.from_flags.as_ref().map(|s| s.client()) else {
             return;
         };
         let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
@@ -189,9 +216,10 @@ impl AccountRegistry {
         };
         let Some(uid) = uid else {
             return match (&self.from_flags, name) {
-                (Some(client), AccountName::Cluster(n)) if n == DEFAULT_ACCOUNT => {
+                (Some(service), AccountName::Cluster(n)) if n == DEFAULT_ACCOUNT => {
                     Resolved::Ready(AccountHandle {
-                        client: client.clone(),
+                        client: service.client().clone(),
+                        service: service.clone(),
                         scope: Some(KeyScope::Company),
                         from_flags: true,
                     })
@@ -201,9 +229,10 @@ impl AccountRegistry {
         };
         let checked = self.checked.read().unwrap_or_else(|p| p.into_inner());
         match checked.get(name) {
-            Some(c) if Some(&c.uid) == uid.as_ref() => match (&c.client, c.ready) {
-                (Some(client), true) => Resolved::Ready(AccountHandle {
+            Some(c) if Some(&c.uid) == uid.as_ref() => match (&c.client, &c.service, c.ready) {
+                (Some(client), Some(service), true) => Resolved::Ready(AccountHandle {
                     client: client.clone(),
+                    service: service.clone(),
                     scope: c.scope,
                     from_flags: false,
                 }),
@@ -262,15 +291,25 @@ impl AccountRegistry {
     }
 
     /// Records the check of `name`.
+    /// Records the check of `name`; the resources using it are reconciled again when what it
+    /// gives them changed (ready or not, or another client).
     pub(super) fn record(&self, name: AccountName, entry: Checked) {
         let mut checked = self.checked.write().unwrap_or_else(|p| p.into_inner());
-        checked.insert(name, entry);
+        let gives = |c: &Checked| (c.uid.clone(), c.ready, c.service.as_ref().map(Arc::as_ptr));
+        let changed = checked.get(&name).map(gives) != Some(gives(&entry));
+        checked.insert(name.clone(), entry);
+        drop(checked);
+        if changed {
+            self.changed(&name);
+        }
     }
 
-    /// Forgets `name` (its object was deleted).
+    /// Forgets `name` (its object was deleted); the resources using it are reconciled again.
     pub(super) fn forget(&self, name: &AccountName) {
         let mut checked = self.checked.write().unwrap_or_else(|p| p.into_inner());
         checked.remove(name);
+        drop(checked);
+        self.changed(name);
     }
 
     /// True when the operator was given flags for the `default` account.
@@ -300,7 +339,10 @@ mod tests {
     /// no other name resolves; with no flags, `default` is not found either.
     #[test]
     fn flags_stand_in_for_a_missing_default() {
-        let registry = AccountRegistry::new(Some(client()));
+        let registry = AccountRegistry::new(Some(Arc::new(AccountCache::new(
+            client(),
+            std::time::Duration::from_secs(300),
+        ))));
         match registry.resolve(&AccountName::default_account()) {
             Resolved::Ready(h) => {
                 assert!(h.from_flags);

@@ -340,6 +340,10 @@ impl ManagedKind for ApiKey {
         Some(vec![export(d, &item.key)])
     }
 
+    fn account_ref(r: &ApiKey) -> Option<&crate::crd::AccountReference> {
+        r.spec.account_ref.as_ref()
+    }
+
     fn status(r: &ApiKey) -> ApiKeyStatus {
         r.status.clone().unwrap_or_default()
     }

@@ -325,6 +325,12 @@ impl ManagedKind for SubAccount {
         }
     }
 
+    const NEEDS_COMPANY_KEY: bool = true;
+
+    fn account_ref(r: &SubAccount) -> Option<&crate::crd::AccountReference> {
+        r.spec.account_ref.as_ref()
+    }
+
     fn status(r: &SubAccount) -> SubAccountStatus {
         r.status.clone().unwrap_or_default()
     }

@@ -296,6 +296,10 @@ impl ManagedKind for SendingDomain {
             .collect())
     }
 
+    fn account_ref(r: &SendingDomain) -> Option<&crate::crd::AccountReference> {
+        r.spec.account_ref.as_ref()
+    }
+
     fn status(r: &SendingDomain) -> SendingDomainStatus {
         r.status.clone().unwrap_or_default()
     }

@@ -1,0 +1,252 @@
+//! Which account a managed resource (SubAccount, ApiKey, SendingDomain) is reconciled through,
+//! and what its namespace may do with it, decided from the caches with zero API calls (product
+//! design, "Accounts and tenancy"):
+//!
+//! - `spec.accountRef` names a ClusterAccount (default kind) or an Account of the resource's
+//!   namespace; unset, ClusterAccount `default`, which the operator's flags stand in for while
+//!   no such object exists.
+//! - A ClusterAccount whose `namespaceSelector` does not match the resource's namespace refuses
+//!   it: `Stalled`, reason `AccountNotAllowed`, before any call (and whatever the account's
+//!   readiness, so a refused namespace learns nothing about the account).
+//! - An account that does not exist or whose last check failed: `Reconciling`, reason
+//!   `AccountNotReady`, naming the account and its `Ready` reason; the resource is reconciled
+//!   again when the account's check changes.
+//! - A resource that asks to adopt (annotation `mailtarget.co/adoption-policy`, or an
+//!   `external-id` it does not own) through a ClusterAccount whose `adoptionNamespaceSelector`
+//!   does not match its namespace: `Stalled`, reason `AdoptionNotAllowed`, before any call.
+//!   Resources of an Account's own namespace may adopt through it (whoever made the Account
+//!   holds its key); so may every namespace through the `default` built from the operator's
+//!   flags (it has no selectors: the behaviour before accounts existed).
+//! - A SubAccount needs a company key: on an account whose key is a sub account key, `Stalled`,
+//!   reason `AccountScopeInsufficient`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kube::runtime::reflector::ObjectRef;
+
+use super::registry::{AccountName, AccountRegistry, Resolved};
+use crate::controller::cache::AccountCache;
+use crate::crd::{AccountRefKind, AccountReference, KeyScope};
+
+/// Longest wait, at start-up, for the ClusterAccount cache's first list before `default` falls
+/// back to the operator's flags (the object wins over the flags when it exists).
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
+
+/// The account a resource is reconciled through, as [`AccountRegistry::usage`] found it.
+#[derive(Clone)]
+pub struct Usage {
+    /// Its name.
+    pub name: AccountName,
+    /// Its client and cached lists.
+    pub service: Arc<AccountCache>,
+    /// Whether resources of the namespace may adopt existing objects through it.
+    pub may_adopt: bool,
+}
+
+/// Why a resource may not be reconciled through the account it names: the `Ready` condition's
+/// reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// `AccountNotReady`, `AccountNotAllowed`, `AccountScopeInsufficient` or
+    /// `AdoptionNotAllowed`.
+    pub reason: &'static str,
+    /// For people: the account, the namespace, and what to do.
+    pub message: String,
+    /// True when only a change to the resource, the account or the namespace helps
+    /// (`Stalled`); false for a wait (`Reconciling`: the account is not ready yet).
+    pub stalled: bool,
+}
+
+/// What a resource asks of its account besides calling with it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Needs {
+    /// The resource asks to adopt an existing object (adoption-policy annotation, or an
+    /// external-id it does not own).
+    pub adoption: bool,
+    /// The resource's kind needs a company key (a SubAccount: sub accounts are created and
+    /// changed with the company's key).
+    pub company_key: bool,
+}
+
+/// The name `account_ref` gives, for a resource of `namespace` (unset: ClusterAccount
+/// `default`; an Account is always the resource's namespace's own).
+pub fn account_name(namespace: &str, account_ref: Option<&AccountReference>) -> AccountName {
+    match account_ref {
+        None => AccountName::default_account(),
+        Some(r) => match r.kind {
+            AccountRefKind::ClusterAccount => AccountName::Cluster(r.name.clone()),
+            AccountRefKind::Account => AccountName::Namespaced {
+                namespace: namespace.to_owned(),
+                name: r.name.clone(),
+            },
+        },
+    }
+}
+
+impl AccountRegistry {
+    /// The account a resource of `namespace` with `account_ref` is reconciled through, and
+    /// whether it may be, given what the resource `needs` (see the module documentation).
+    /// Makes no API call; waits at most [`FIRST_LIST_WAIT`] once, for the first list of
+    /// ClusterAccounts.
+    ///
+    /// Errors: a [`Refusal`] saying why not.
+    pub async fn usage(
+        &self,
+        namespace: &str,
+        account_ref: Option<&AccountReference>,
+        needs: Needs,
+    ) -> Result<Usage, Refusal> {
+        let name = account_name(namespace, account_ref);
+        self.await_first_lists().await;
+        let cluster_object = match &name {
+            AccountName::Cluster(n) => self
+                .cluster_accounts
+                .get()
+                .and_then(|s| s.get(&ObjectRef::new(n))),
+            AccountName::Namespaced { .. } => None,
+        };
+        if let Some(account) = &cluster_object
+            && !self.namespace_may_use(account, namespace)
+        {
+            return Err(Refusal {
+                reason: "AccountNotAllowed",
+                message: format!(
+                    "{name} does not allow resources of namespace \"{namespace}\" (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
+                ),
+                stalled: true,
+            });
+        }
+        let handle = match self.resolve(&name) {
+            Resolved::Ready(handle) => handle,
+            Resolved::NotReady { reason } => {
+                return Err(Refusal {
+                    reason: "AccountNotReady",
+                    message: format!(
+                        "{name} is not ready ({reason}): see its status; reconciled again once it is"
+                    ),
+                    stalled: false,
+                });
+            }
+            Resolved::NotFound => {
+                return Err(Refusal {
+                    reason: "AccountNotReady",
+                    message: format!(
+                        "{name} does not exist: create it, or name another account in spec.accountRef"
+                    ),
+                    stalled: false,
+                });
+            }
+        };
+        if needs.company_key && handle.scope == Some(KeyScope::SubAccount) {
+            return Err(Refusal {
+                reason: "AccountScopeInsufficient",
+                message: format!(
+                    "{name} holds a sub account key; a SubAccount needs a company account's key. Name a company account in spec.accountRef"
+                ),
+                stalled: true,
+            });
+        }
+        let may_adopt = match &cluster_object {
+            Some(account) => self.namespace_may_adopt(account, namespace),
+            // An Account (its namespace's own key) or the flags' `default` (no selectors).
+            None => true,
+        };
+        if needs.adoption && !may_adopt {
+            return Err(Refusal {
+                reason: "AdoptionNotAllowed",
+                message: format!(
+                    "{name} does not let resources of namespace \"{namespace}\" adopt existing objects (its spec.adoptionNamespaceSelector); nothing is called. Remove the mailtarget.co/adoption-policy and mailtarget.co/external-id annotations to create a new object, or ask the platform team"
+                ),
+                stalled: true,
+            });
+        }
+        Ok(Usage {
+            name,
+            service: handle.service,
+            may_adopt,
+        })
+    }
+
+    /// False when the account `obj` names refuses it outright, so that it can hold no claim
+    /// against other resources (see [`crate::controller::claims`]): its namespace may not use
+    /// the ClusterAccount, or it asks to adopt (annotation, or an external-id it does not own)
+    /// where the namespace may not. A resource refused so never writes, and must not keep
+    /// another namespace's resource from the object it claims.
+    pub fn may_claim<K>(&self, obj: &K) -> bool
+    where
+        K: crate::engine::ManagedKind<Resource = K> + kube::Resource,
+        K::Status: crate::engine::ManagedStatus,
+    {
+        use kube::ResourceExt;
+        let namespace = obj.namespace().unwrap_or_default();
+        let AccountName::Cluster(name) = account_name(&namespace, K::account_ref(obj)) else {
+            return true;
+        };
+        let Some(account) = self
+            .cluster_accounts
+            .get()
+            .and_then(|s| s.get(&ObjectRef::new(&name)))
+        else {
+            return true;
+        };
+        if !self.namespace_may_use(&account, &namespace) {
+            return false;
+        }
+        let owned = crate::engine::ManagedStatus::owned_id(&K::status(obj));
+        let adopts = crate::crd::AdoptionPolicy::from_annotations(obj.annotations())
+            .ok()
+            .flatten()
+            .is_some()
+            || crate::controller::claims::external_id(obj).is_some_and(|e| owned != Some(e));
+        !adopts || self.namespace_may_adopt(&account, &namespace)
+    }
+
+    /// Waits, once, for the account caches' first lists (at most [`FIRST_LIST_WAIT`]: without
+    /// the account CRDs they never come), so that a resource reconciled at start-up neither
+    /// finds its account missing nor uses the flags' `default` in place of the object.
+    async fn await_first_lists(&self) {
+        if self.first_lists_awaited.load(Ordering::Relaxed) {
+            return;
+        }
+        let clusters = self.cluster_accounts.get().cloned();
+        let accounts = self.accounts.get().cloned();
+        let both = async move {
+            if let Some(s) = clusters {
+                let _ = s.wait_until_ready().await;
+            }
+            if let Some(s) = accounts {
+                let _ = s.wait_until_ready().await;
+            }
+        };
+        let _ = tokio::time::timeout(FIRST_LIST_WAIT, both).await;
+        self.first_lists_awaited.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Unset is ClusterAccount `default`; an Account is the resource's namespace's.
+    #[test]
+    fn names_from_references() {
+        assert_eq!(account_name("team-a", None), AccountName::default_account());
+        let r = |kind, name: &str| AccountReference {
+            kind,
+            name: name.into(),
+        };
+        assert_eq!(
+            account_name("team-a", Some(&r(AccountRefKind::ClusterAccount, "shared"))),
+            AccountName::Cluster("shared".into())
+        );
+        assert_eq!(
+            account_name("team-a", Some(&r(AccountRefKind::Account, "own"))),
+            AccountName::Namespaced {
+                namespace: "team-a".into(),
+                name: "own".into()
+            }
+        );
+    }
+}

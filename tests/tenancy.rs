@@ -1,0 +1,393 @@
+//! Managed resources and the accounts they name (`spec.accountRef`), against the test API
+//! server and the simulator: a resource is reconciled through its account's key, a namespace
+//! the account does not allow makes no call at all, adoption through a ClusterAccount is the
+//! right of the namespaces it names, a SubAccount needs a company key, and a resource waiting
+//! for its account goes on as soon as the account is ready.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{Env, Options, create, ready_is, service_writes, wait_for, wait_secret_holds};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use mailtarget_operator::api::{CreateApiKey, CreateSubAccount};
+use mailtarget_operator::crd::{ApiKey, ClusterAccount, SubAccount};
+use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
+use secrecy::ExposeSecret;
+
+/// An environment whose resync is long: what happens within a test's bounded waits was
+/// started by a watch event or an account change, not by the periodic resync.
+async fn env() -> Env {
+    Env::start_with(Options {
+        resync: Duration::from_secs(300),
+        ..Default::default()
+    })
+    .await
+}
+
+/// Creates namespace `name` with `labels`.
+async fn namespace(env: &Env, name: &str, labels: &[(&str, &str)]) {
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(env.kube.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+/// Writes Secret `namespace/name` holding `value` under `apiKey`.
+async fn put_secret(env: &Env, namespace: &str, name: &str, value: &str) {
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "apiKey".to_string(),
+            ByteString(value.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(env.kube.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply("tenancy-test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+/// Creates ClusterAccount `name` on `sim` with its key in Secret `default/<name>-key`, the
+/// spec lines `extra` added, and waits until it is Ready.
+async fn cluster_account(env: &Env, sim: &Simulator, name: &str, key: &str, extra: &str) {
+    put_secret(env, "default", &format!("{name}-key"), key).await;
+    let api: Api<ClusterAccount> = Api::all(env.kube.clone());
+    create(
+        &api,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: {name}}}\nspec:\n  credentials: {{secretRef: {{name: {name}-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n{extra}",
+            sim.base_url(),
+            sim.transmission_url()
+        ),
+    )
+    .await;
+    wait_for(&api, name, "Ready", |a: &ClusterAccount| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| ready_is(a, &s.conditions, "True", None))
+    })
+    .await;
+}
+
+/// Waits until ApiKey `namespace/name` has `Ready` `status` with `reason`; returns it.
+async fn key_ready(env: &Env, namespace: &str, name: &str, status: &str, reason: &str) -> ApiKey {
+    let api: Api<ApiKey> = Api::namespaced(env.kube.clone(), namespace);
+    let (status, reason) = (status.to_string(), reason.to_string());
+    wait_for(
+        &api,
+        name,
+        &format!("{status}/{reason}"),
+        move |k: &ApiKey| {
+            k.status
+                .as_ref()
+                .is_some_and(|s| ready_is(k, &s.conditions, &status, Some(&reason)))
+        },
+    )
+    .await
+}
+
+/// The message of `Ready` of `key`.
+fn ready_message(key: &ApiKey) -> String {
+    key.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// ApiKey `name` in `namespace`, with the spec lines `extra`.
+async fn api_key(env: &Env, namespace: &str, name: &str, extra: &str) -> ApiKey {
+    let api: Api<ApiKey> = Api::namespaced(env.kube.clone(), namespace);
+    create(
+        &api,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  secretName: {name}-key\n{extra}"
+        ),
+    )
+    .await
+}
+
+/// A ClusterAccount with a namespace selector: a resource of a namespace it selects is created
+/// through it; one of a namespace it does not select is `Stalled/AccountNotAllowed` and the
+/// service receives no request at all for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_outside_the_selector_makes_no_call() {
+    let env = env().await;
+    namespace(&env, "team-a", &[("tenant", "true")]).await;
+    namespace(&env, "team-b", &[]).await;
+    cluster_account(
+        &env,
+        &env.sim,
+        "shared",
+        common::KEY,
+        "  scope: Company\n  namespaceSelector: {matchLabels: {tenant: \"true\"}}\n",
+    )
+    .await;
+
+    env.sim.clear_request_log();
+    api_key(&env, "team-b", "app", "  accountRef: {name: shared}\n").await;
+    let refused = key_ready(&env, "team-b", "app", "False", "AccountNotAllowed").await;
+    let message = ready_message(&refused);
+    assert!(
+        message.contains("ClusterAccount \"shared\"") && message.contains("\"team-b\""),
+        "{message}"
+    );
+    assert!(
+        env.sim.request_log().is_empty(),
+        "no request for a refused namespace: {:?}",
+        env.sim.request_log()
+    );
+
+    api_key(&env, "team-a", "app", "  accountRef: {name: shared}\n").await;
+    let made = key_ready(&env, "team-a", "app", "True", "Available").await;
+    let id = made.status.unwrap().id.unwrap();
+    assert!(env.sim.snapshot().api_keys.iter().any(|k| k.id == id));
+    // Still nothing for team-b: only team-a's list and create.
+    let refused = key_ready(&env, "team-b", "app", "False", "AccountNotAllowed").await;
+    assert!(refused.status.unwrap().id.is_none());
+    env.stop().await;
+}
+
+/// An ApiKey naming an Account of its namespace is created at that account's company (a second
+/// simulator), not the default's; an ApiKey of the same name through `default` in the same
+/// namespace is another object of another company: no conflict between the two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_is_created_through_the_account_it_names() {
+    let env = env().await;
+    let second = Simulator::start(SimulatorConfig::new("second-company-key"))
+        .await
+        .unwrap();
+    namespace(&env, "team-a", &[]).await;
+    put_secret(&env, "team-a", "billing-key", "second-company-key").await;
+    let accounts: Api<mailtarget_operator::crd::Account> =
+        Api::namespaced(env.kube.clone(), "team-a");
+    create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: billing, namespace: team-a}}\nspec:\n  credentials: {{secretRef: {{name: billing-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+            second.base_url(),
+            second.transmission_url()
+        ),
+    )
+    .await;
+    env.sim.clear_request_log();
+
+    api_key(
+        &env,
+        "team-a",
+        "mail",
+        "  name: mail\n  accountRef: {kind: Account, name: billing}\n",
+    )
+    .await;
+    api_key(&env, "team-a", "mail-default", "  name: mail\n").await;
+    let through_billing = key_ready(&env, "team-a", "mail", "True", "Available").await;
+    key_ready(&env, "team-a", "mail-default", "True", "Available").await;
+
+    let id = through_billing.status.unwrap().id.unwrap();
+    let at_second = second.snapshot();
+    let made = at_second
+        .api_keys
+        .iter()
+        .find(|k| k.id == id && k.name == "mail")
+        .expect("the key at the second company");
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
+    wait_secret_holds(
+        &secrets,
+        "mail-key",
+        "apiKey",
+        &made.key,
+        "the second company's key value",
+    )
+    .await;
+    let creates_at_default: Vec<_> = service_writes(&env.sim)
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert_eq!(
+        creates_at_default.len(),
+        1,
+        "only mail-default's key is created at the default company: {creates_at_default:?}"
+    );
+    env.stop().await;
+}
+
+/// A resource naming an account that does not exist waits (`Reconciling/AccountNotReady`,
+/// no call); once the account is created and checked, the resource goes on at once (the
+/// resync is 5 minutes away: the account's change started it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_waits_for_its_account_and_goes_on_when_ready() {
+    let env = env().await;
+    env.sim.clear_request_log();
+    api_key(&env, "default", "early", "  accountRef: {name: later}\n").await;
+    let waiting = key_ready(&env, "default", "early", "False", "AccountNotReady").await;
+    assert!(
+        ready_message(&waiting).contains("ClusterAccount \"later\" does not exist"),
+        "{}",
+        ready_message(&waiting)
+    );
+    assert!(env.sim.request_log().is_empty());
+
+    cluster_account(&env, &env.sim, "later", common::KEY, "  scope: Company\n").await;
+    key_ready(&env, "default", "early", "True", "Available").await;
+    env.stop().await;
+}
+
+/// A SubAccount through an account whose key is a sub account key is
+/// `Stalled/AccountScopeInsufficient`, with no write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_account_needs_a_company_key() {
+    let env = env().await;
+    let team = env
+        .api
+        .create_sub_account(&CreateSubAccount {
+            name: Some("team".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("team-operator".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let key = team.api_keys[0].key.expose_secret().to_string();
+    cluster_account(&env, &env.sim, "team", &key, "  scope: SubAccount\n").await;
+    env.sim.clear_request_log();
+
+    let subs: Api<SubAccount> = env.api();
+    create(
+        &subs,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: nested}\nspec:\n  accountRef: {name: team}\n",
+    )
+    .await;
+    let refused = wait_for(
+        &subs,
+        "nested",
+        "AccountScopeInsufficient",
+        |s: &SubAccount| {
+            s.status.as_ref().is_some_and(|st| {
+                ready_is(s, &st.conditions, "False", Some("AccountScopeInsufficient"))
+            })
+        },
+    )
+    .await;
+    assert!(refused.status.unwrap().id.is_none());
+    assert!(env.sim.request_log().is_empty());
+    env.stop().await;
+}
+
+/// Adoption through a ClusterAccount without `adoptionNamespaceSelector` is the operator
+/// namespace's right only: a tenant's ApiKey asking to adopt an existing key (by name with the
+/// adoption policy, or by external-id) is `Stalled/AdoptionNotAllowed` with no call and no
+/// Secret, and holds no claim against the same ApiKey in the operator's namespace, which adopts
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adoption_is_the_right_of_the_namespaces_the_account_names() {
+    let env = env().await;
+    namespace(&env, "a-tenant", &[]).await;
+    let existing = env
+        .api
+        .create_api_key(&CreateApiKey {
+            name: Some("shared".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    cluster_account(&env, &env.sim, "default", common::KEY, "  scope: Company\n").await;
+    env.sim.clear_request_log();
+
+    let by_name = "  name: shared\n";
+    let api: Api<ApiKey> = Api::namespaced(env.kube.clone(), "a-tenant");
+    let policy = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: by-name\n  namespace: a-tenant\n  annotations: {mailtarget.co/adoption-policy: Adopt}\nspec: {name: shared, secretName: by-name-key}\n";
+    create(&api, policy).await;
+    let external = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: by-id\n  namespace: a-tenant\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{name: other, secretName: by-id-key}}\n",
+        existing.id
+    );
+    create(&api, &external).await;
+    for name in ["by-name", "by-id"] {
+        let refused = key_ready(&env, "a-tenant", name, "False", "AdoptionNotAllowed").await;
+        assert!(refused.status.unwrap().id.is_none(), "{name}");
+    }
+    assert!(env.sim.request_log().is_empty());
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "a-tenant");
+    for name in ["by-name-key", "by-id-key"] {
+        assert!(secrets.get_opt(name).await.unwrap().is_none(), "{name}");
+    }
+
+    // The tenant's refused ApiKey is older (or as old, and its namespace sorts first): were it
+    // a rival, it would hold the claim on "shared" and the adopter would be ConflictingOwner.
+    let own: Api<ApiKey> = env.api();
+    create(
+        &own,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: adopter\n  annotations: {{mailtarget.co/adoption-policy: Adopt}}\nspec:\n  secretName: adopter-key\n{by_name}"
+        ),
+    )
+    .await;
+    let adopted = key_ready(&env, "default", "adopter", "True", "Available").await;
+    assert_eq!(adopted.status.unwrap().id, Some(existing.id));
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "adoption writes nothing"
+    );
+    env.stop().await;
+}
+
+/// `spec.accountRef` cannot change once set, nor be set on a resource made without it (unless
+/// to the default it already has): the API server refuses the update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_account_of_a_resource_is_immutable() {
+    let env = env().await;
+    let keys: Api<ApiKey> = env.api();
+    api_key(&env, "default", "fixed", "").await;
+    let patch = |account: serde_json::Value| {
+        let keys = keys.clone();
+        async move {
+            keys.patch(
+                "fixed",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"accountRef": account}})),
+            )
+            .await
+        }
+    };
+    patch(serde_json::json!({"name": "default"}))
+        .await
+        .expect("writing out the default is no change");
+    let refused = patch(serde_json::json!({"name": "other"}))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("a refusal from the API server: {refused}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("spec.accountRef is immutable"),
+        "{}",
+        status.message
+    );
+    env.stop().await;
+}
