@@ -1006,3 +1006,77 @@ async fn a_closed_write_gate_sends_no_write() {
     })
     .await;
 }
+
+/// A client calling as a sub account (`Client::calling_as` with a key of that sub account)
+/// creates inside it and lists only it, and takes from the company client's request budget:
+/// with one request in flight allowed, the company's and the sub account's calls never overlap
+/// (a client built on its own with the same sub account key has a budget of its own and does
+/// overlap).
+#[tokio::test]
+async fn calling_as_a_sub_account_acts_inside_it_on_the_company_budget() {
+    bounded(async {
+        let sim = Simulator::start(SimulatorConfig::new(COMPANY_KEY))
+            .await
+            .unwrap();
+        let mut config = config_for(&sim, COMPANY_KEY);
+        config.max_concurrency = 1;
+        let company = Client::new(config).unwrap();
+        let sub = company
+            .create_sub_account(&CreateSubAccount {
+                name: Some("tenant".into()),
+                create_api_key: Some(true),
+                api_key_name: Some("operator".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let sub_key = sub.api_keys[0].key.expose_secret().to_string();
+        let tenant = company
+            .calling_as(SecretString::from(sub_key.clone()))
+            .unwrap();
+
+        let made = tenant
+            .create_api_key(&CreateApiKey {
+                name: Some("app".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let at_service = sim.snapshot();
+        let stored = at_service
+            .api_keys
+            .iter()
+            .find(|k| k.id == made.id)
+            .unwrap();
+        assert_eq!(stored.sub_account_id, sub.id);
+        let listed = tenant
+            .list_api_keys(&ListApiKeysQuery::default())
+            .await
+            .unwrap();
+        assert!(!listed.api_keys.is_empty());
+        assert!(listed.api_keys.iter().all(|k| k.sub_account_id == sub.id));
+
+        sim.faults().set(FaultConfig {
+            latency: Duration::from_millis(50),
+            ..Default::default()
+        });
+        // The simulator keeps the highest overlap seen: the calls so far ran one at a time.
+        let overlap = |a: Client, b: Client| async move {
+            let calls = (0..6).map(|i| {
+                let client = if i % 2 == 0 { a.clone() } else { b.clone() };
+                async move { client.list_api_keys(&ListApiKeysQuery::default()).await }
+            });
+            for result in join_all(calls).await {
+                result.unwrap();
+            }
+        };
+        overlap(company.clone(), tenant).await;
+        assert_eq!(sim.max_concurrent_requests(), 1);
+        let mut own = config_for(&sim, &sub_key);
+        own.max_concurrency = 1;
+        let separate = Client::new(own).unwrap();
+        overlap(company, separate).await;
+        assert!(sim.max_concurrent_requests() > 1);
+    })
+    .await;
+}

@@ -52,7 +52,8 @@ struct Inner {
     timeout: Duration,
     retry: RetryPolicy,
     max_response_bytes: usize,
-    budget: Budget,
+    /// Shared with the clients [`Client::calling_as`] makes: one budget per company.
+    budget: Arc<Budget>,
     observer: Option<Arc<dyn RequestObserver>>,
     write_gate: Option<Arc<dyn WriteGate>>,
     /// The key the client sends (fixed, or read from a file again when it changes); also
@@ -110,10 +111,44 @@ impl Client {
                 timeout: config.timeout,
                 retry: config.retry,
                 max_response_bytes: config.max_response_bytes,
-                budget: Budget::new(config.max_concurrency, config.requests_per_second),
+                budget: Arc::new(Budget::new(
+                    config.max_concurrency,
+                    config.requests_per_second,
+                )),
                 observer: config.observer,
                 write_gate: config.write_gate,
                 credential,
+            }),
+        })
+    }
+
+    /// This account's client calling with `key`, a sub account's credential (product design,
+    /// decision "Scope of a key": a call made with a sub account's key acts within that sub
+    /// account: what it creates lands there, its lists show only that sub account). The one
+    /// place that decides how a call acts as a sub account, so that another mechanism (a
+    /// request header) can replace the key without touching the callers.
+    ///
+    /// The new client shares this one's connection pool, addresses, timeouts, retry policy,
+    /// observer, write gate and request budget (one budget per company: calls as any of its
+    /// sub accounts take from it); only the key differs.
+    ///
+    /// # Errors
+    /// [`ApiError::Config`] when `key` holds characters not allowed in an HTTP header (the
+    /// message never shows the key).
+    pub fn calling_as(&self, key: secrecy::SecretString) -> Result<Client> {
+        let inner = &self.inner;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http: inner.http.clone(),
+                api_url: inner.api_url.clone(),
+                transmission_url: inner.transmission_url.clone(),
+                timeout: inner.timeout,
+                retry: inner.retry.clone(),
+                max_response_bytes: inner.max_response_bytes,
+                budget: inner.budget.clone(),
+                observer: inner.observer.clone(),
+                write_gate: inner.write_gate.clone(),
+                credential: Credential::fixed(key)?,
             }),
         })
     }
