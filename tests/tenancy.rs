@@ -391,3 +391,52 @@ async fn the_account_of_a_resource_is_immutable() {
     );
     env.stop().await;
 }
+
+/// Upgrade: an ApiKey of a tenant namespace that adopted (or created) its key under
+/// `adoption-policy: AdoptOrCreate` through the flags' `default` keeps it when the ClusterAccount
+/// `default` (adoption: the operator's namespace only) appears: owning is not adopting again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_object_stays_owned_when_adoption_is_restricted() {
+    let env = env().await;
+    namespace(&env, "team-a", &[]).await;
+    let api: Api<ApiKey> = Api::namespaced(env.kube.clone(), "team-a");
+    create(
+        &api,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: app\n  namespace: team-a\n  annotations: {mailtarget.co/adoption-policy: AdoptOrCreate}\nspec: {secretName: app-key}\n",
+    )
+    .await;
+    let owned = key_ready(&env, "team-a", "app", "True", "Available").await;
+    let id = owned.status.unwrap().id;
+    assert!(id.is_some());
+
+    cluster_account(&env, &env.sim, "default", common::KEY, "  scope: Company\n").await;
+    // The account's change reconciles the key again; it must stay Ready on its object.
+    common::eventually("the key reconciled through the new default", || {
+        env.sim
+            .request_log()
+            .iter()
+            .any(|r| r.method == "GET" && r.path == "/api-key")
+    })
+    .await;
+    let key = key_ready(&env, "team-a", "app", "True", "Available").await;
+    assert_eq!(key.status.unwrap().id, id);
+    env.stop().await;
+}
+
+/// `accountRef: null` (the field is optional) is the default account, and later updates of
+/// the resource are accepted (a transition rule must not fail on a null value).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_null_account_ref_is_the_default() {
+    let env = env().await;
+    let keys: Api<ApiKey> = env.api();
+    api_key(&env, "default", "nulled", "  accountRef: null\n").await;
+    key_ready(&env, "default", "nulled", "True", "Available").await;
+    keys.patch(
+        "nulled",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "a"}}})),
+    )
+    .await
+    .expect("an update of a resource whose accountRef is null");
+    env.stop().await;
+}
