@@ -364,14 +364,20 @@ async fn an_account_with_a_declared_scope() {
     env.stop().await;
 }
 
-/// `default` resolves to the operator's flags while no ClusterAccount `default` exists; the
-/// object, once there, wins; deleted, the flags serve again.
+/// `default` resolves to the operator's flags while no ClusterAccount `default` exists (once the
+/// ClusterAccount cache has listed: before, it is `Pending`); the object, once there, wins;
+/// deleted, the flags serve again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_default_cluster_account_replaces_the_flags() {
     let env = env().await;
     let registry = env.ctx.as_ref().unwrap().accounts.clone();
     let default = AccountName::default_account();
-    assert!(matches!(registry.resolve(&default), Resolved::Ready(h) if h.from_flags));
+    // Once the ClusterAccount cache has listed (before, `default` is not known to be absent).
+    common::eventually(
+        "the flags serve default",
+        || matches!(registry.resolve(&default), Resolved::Ready(h) if h.from_flags),
+    )
+    .await;
 
     let (_, company) = company_key(&env, "default-account").await;
     put_secret(&env, "default-credentials", &company).await;

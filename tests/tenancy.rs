@@ -440,3 +440,51 @@ async fn a_null_account_ref_is_the_default() {
     .expect("an update of a resource whose accountRef is null");
     env.stop().await;
 }
+
+/// Deleting a resource deletes its object through the account it names; while that account is
+/// gone, the deletion waits with the finalizer in place and says why in `Ready`, and completes
+/// once the account is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_goes_through_the_named_account_and_waits_for_it() {
+    let env = env().await;
+    let second = Simulator::start(SimulatorConfig::new("second-company-key"))
+        .await
+        .unwrap();
+    put_secret(&env, "default", "billing-key", "second-company-key").await;
+    let accounts: Api<mailtarget_operator::crd::Account> = env.api();
+    let account = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+        second.base_url(),
+        second.transmission_url()
+    );
+    let made = create(&accounts, &account).await;
+    api_key(
+        &env,
+        "default",
+        "gone",
+        "  accountRef: {kind: Account, name: billing}\n",
+    )
+    .await;
+    let key = key_ready(&env, "default", "gone", "True", "Available").await;
+    let id = key.status.as_ref().unwrap().id.unwrap();
+
+    accounts
+        .delete("billing", &Default::default())
+        .await
+        .unwrap();
+    common::wait_deleted(&accounts, "billing", made.metadata.uid.as_deref().unwrap()).await;
+    let keys: Api<ApiKey> = env.api();
+    keys.delete("gone", &Default::default()).await.unwrap();
+    let waiting = key_ready(&env, "default", "gone", "False", "AccountNotReady").await;
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    assert!(second.snapshot().api_keys.iter().any(|k| k.id == id));
+
+    create(&accounts, &account).await;
+    common::wait_deleted(&keys, "gone", key.metadata.uid.as_deref().unwrap()).await;
+    assert!(!second.snapshot().api_keys.iter().any(|k| k.id == id));
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "nothing written at the default company"
+    );
+    env.stop().await;
+}

@@ -441,13 +441,8 @@ async fn account_of<K: Managed>(
     ctx: &Context,
     old: &K::Status,
 ) -> std::result::Result<Usage, ConvergeResult<K::Status>> {
-    let external = super::claims::external_id(obj);
     let needs = Needs {
-        adoption: crate::crd::AdoptionPolicy::from_annotations(obj.annotations())
-            .ok()
-            .flatten()
-            .is_some()
-            || external.is_some_and(|e| old.owned_id() != Some(e)),
+        adoption: super::accounts::usage::asks_to_adopt(obj, old.owned_id()),
         company_key: K::NEEDS_COMPANY_KEY,
     };
     let namespace = obj.namespace().unwrap_or_default();

@@ -238,7 +238,9 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
                         return Ok(Action::await_change());
                     }
                     match converge::cleanup(o.as_ref(), &ctx).await {
-                        Err(e) if !e.is_retryable() => {
+                        // An account refused or not ready is reported too, retried or not:
+                        // the finalizer waits for it, and the user must see why.
+                        Err(e) if !e.is_retryable() || matches!(e, Error::Account(_)) => {
                             Err(stall_deletion(o.as_ref(), &ctx, &api, e).await)
                         }
                         other => other,

@@ -256,8 +256,11 @@ pub struct AccountReference {
     /// `ClusterAccount` (default) or `Account` (in the resource's namespace).
     #[serde(default)]
     pub kind: AccountRefKind,
-    /// The account's name.
-    #[schemars(length(min = 1, max = 253))]
+    /// The account's name (a DNS-1123 subdomain, as every object name).
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(super::schema::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub name: String,
 }
 

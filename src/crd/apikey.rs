@@ -55,6 +55,7 @@ pub struct ApiKeySpec {
     /// The account this resource is managed through: a ClusterAccount (default kind) or an
     /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::account_ref")]
     pub account_ref: Option<super::account::AccountReference>,
     /// Key name in the service (`name`). Defaults to `metadata.name`. Also the natural key used to
     /// adopt an existing key. No leading or trailing whitespace (the service trims names).

@@ -10,6 +10,11 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 pub const HOSTNAME_PATTERN: &str =
     r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$";
 
+/// Pattern of a Kubernetes object name (a DNS-1123 subdomain: lowercase letters, digits, `-`
+/// and `.`, starting and ending with a letter or digit; Kubernetes API conventions, "Names").
+pub const DNS_SUBDOMAIN_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
 /// Pattern of a name at the service (sub account, API key): no leading or trailing whitespace.
 /// The service trims names before storing them, so a name with surrounding spaces would never
 /// match its own object by name again (design decision "Names"). Read the same way by RE2
@@ -88,3 +93,11 @@ pub const ACCOUNT_REF_IMMUTABLE: &str = "(has(self.accountRef) ? self.accountRef
 
 /// Message of [`ACCOUNT_REF_IMMUTABLE`].
 pub const ACCOUNT_REF_IMMUTABLE_MESSAGE: &str = "spec.accountRef is immutable: create a new resource to manage an object through another account";
+
+/// Schema of `spec.accountRef`: the [`super::account::AccountReference`] object, not nullable
+/// (kube-apiserver then drops an explicit `null` before validation, as it does for every
+/// non-nullable field without a default: apiextensions-apiserver's `PruneNonNullableNulls`),
+/// so the transition rule [`ACCOUNT_REF_IMMUTABLE`] never meets a null value.
+pub fn account_ref(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<super::account::AccountReference>()
+}

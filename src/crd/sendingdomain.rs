@@ -56,6 +56,7 @@ pub struct SendingDomainSpec {
     /// The account this resource is managed through: a ClusterAccount (default kind) or an
     /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::account_ref")]
     pub account_ref: Option<super::account::AccountReference>,
     /// The domain (`domain` on create). Required, immutable, a lowercase hostname; the natural key
     /// used to adopt an existing sending domain.

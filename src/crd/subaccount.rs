@@ -43,6 +43,7 @@ pub struct SubAccountSpec {
     /// The account this resource is managed through: a ClusterAccount (default kind) or an
     /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::schema::account_ref")]
     pub account_ref: Option<super::account::AccountReference>,
     /// Sub account name in the service (`name` on create and update). Defaults to
     /// `metadata.name`. Also the natural key used to adopt an existing sub account (compared

@@ -163,6 +163,8 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
             reason,
             ready: outcome.is_ready(),
             scope: found.scope,
+            generation,
+            usable: false,
         },
     );
     write_status(ctx, obj.as_ref(), &outcome, &found, generation).await?;
@@ -340,6 +342,15 @@ where
         stop(),
     )
     .inspect(move |e| {
+        if let Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) = e
+            && s.code == 404
+        {
+            // The kind is not served (its CRD is not installed): `default` is the flags'.
+            forget
+                .cluster_kind_unserved
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            forget.checks.notify_waiters();
+        }
         if let Ok(watcher::Event::Delete(obj)) = e {
             forget.forget(&obj.account_name());
             if obj.account_name() == AccountName::default_account() && forget.has_flags_default() {

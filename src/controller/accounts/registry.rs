@@ -8,6 +8,7 @@
 //! resolves as such even before its entry is pruned.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -18,6 +19,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::super::cache::AccountCache;
 use crate::api::{Client as ApiClient, ClientConfig};
 use crate::crd::{Account, ClusterAccount, KeyScope};
+
+/// `Ready`'s reason in [`Resolved::NotReady`] before an account's first check, or while its
+/// kind's cache has not listed yet.
+pub const PENDING: &str = "Pending";
 
 /// The name of the ClusterAccount a resource without `accountRef` uses.
 pub const DEFAULT_ACCOUNT: &str = "default";
@@ -101,6 +106,14 @@ pub(super) struct Checked {
     pub ready: bool,
     /// The scope found or declared.
     pub scope: Option<KeyScope>,
+    /// `metadata.generation` of the object checked (a changed selector or scope reconciles the
+    /// resources using the account).
+    pub generation: Option<i64>,
+    /// Whether resources may call with the client: the check succeeded, or it failed for a
+    /// passing cause (the service unreachable, 5xx, 429) after an earlier success with this
+    /// same client (set by [`AccountRegistry::record`]), so one failed periodic check does
+    /// not stop every resource of the account.
+    pub usable: bool,
 }
 
 /// The accounts by name (see the module documentation).
@@ -127,6 +140,12 @@ pub struct AccountRegistry {
     warned: Mutex<HashSet<String>>,
     /// The controllers told about account changes ([`AccountRegistry::dependents`]).
     pub(super) subscribers: super::dependents::Subscribers,
+    /// Woken at each recorded check (see [`AccountRegistry::usage`]).
+    pub(super) checks: tokio::sync::Notify,
+    /// Set when the API server does not serve the ClusterAccount kind (its CRD is not
+    /// installed): only then does `default` fall back to the flags before the kind's cache has
+    /// listed.
+    pub(super) cluster_kind_unserved: std::sync::atomic::AtomicBool,
 }
 
 impl AccountRegistry {
@@ -146,6 +165,8 @@ impl AccountRegistry {
             first_lists_awaited: std::sync::atomic::AtomicBool::new(false),
             warned: Mutex::default(),
             subscribers: Default::default(),
+            checks: tokio::sync::Notify::new(),
+            cluster_kind_unserved: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -190,7 +211,7 @@ impl AccountRegistry {
             );
         } else {
             tracing::warn!(
-                "ClusterAccount \"default\" differs from the operator's flags (--api-key, --api-url, --transmission-url): it becomes the default account once resources name accounts; until then SubAccounts, ApiKeys and SendingDomains use the flags"
+                "ClusterAccount \"default\" differs from the operator's flags (--api-key, --api-url, --transmission-url): resources without spec.accountRef use the object, not the flags"
             );
         }
     }
@@ -215,6 +236,19 @@ impl AccountRegistry {
                 .map(|o| o.uid()),
         };
         let Some(uid) = uid else {
+            // Absent from a cache that has not listed yet: not known to be absent.
+            let listed = match name {
+                AccountName::Cluster(_) => {
+                    listed(self.cluster_accounts.get())
+                        || self.cluster_kind_unserved.load(Ordering::Relaxed)
+                }
+                AccountName::Namespaced { .. } => listed(self.accounts.get()),
+            };
+            if !listed {
+                return Resolved::NotReady {
+                    reason: PENDING.into(),
+                };
+            }
             return match (&self.from_flags, name) {
                 (Some(service), AccountName::Cluster(n)) if n == DEFAULT_ACCOUNT => {
                     Resolved::Ready(AccountHandle {
@@ -229,7 +263,7 @@ impl AccountRegistry {
         };
         let checked = self.checked.read().unwrap_or_else(|p| p.into_inner());
         match checked.get(name) {
-            Some(c) if Some(&c.uid) == uid.as_ref() => match (&c.client, &c.service, c.ready) {
+            Some(c) if Some(&c.uid) == uid.as_ref() => match (&c.client, &c.service, c.usable) {
                 (Some(client), Some(service), true) => Resolved::Ready(AccountHandle {
                     client: client.clone(),
                     service: service.clone(),
@@ -241,7 +275,7 @@ impl AccountRegistry {
                 },
             },
             _ => Resolved::NotReady {
-                reason: "Pending".into(),
+                reason: PENDING.into(),
             },
         }
     }
@@ -284,6 +318,13 @@ impl AccountRegistry {
         selector.matches(ns.labels())
     }
 
+    /// True when `namespace` is in the Namespace cache (selectors can be evaluated for it).
+    pub fn namespace_cached(&self, namespace: &str) -> bool {
+        self.namespaces
+            .get()
+            .is_some_and(|s| s.get(&ObjectRef::new(namespace)).is_some())
+    }
+
     /// The last check of `name`, if it was of the object with `uid`.
     pub(super) fn checked(&self, name: &AccountName, uid: &str) -> Option<Checked> {
         let checked = self.checked.read().unwrap_or_else(|p| p.into_inner());
@@ -293,12 +334,29 @@ impl AccountRegistry {
     /// Records the check of `name`.
     /// Records the check of `name`; the resources using it are reconciled again when what it
     /// gives them changed (ready or not, or another client).
-    pub(super) fn record(&self, name: AccountName, entry: Checked) {
+    pub(super) fn record(&self, name: AccountName, mut entry: Checked) {
         let mut checked = self.checked.write().unwrap_or_else(|p| p.into_inner());
-        let gives = |c: &Checked| (c.uid.clone(), c.ready, c.service.as_ref().map(Arc::as_ptr));
-        let changed = checked.get(&name).map(gives) != Some(gives(&entry));
+        let previous = checked.get(&name);
+        let same_client = |p: &Checked| match (&p.service, &entry.service) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        entry.usable = entry.ready
+            || (entry.reason == "Unreachable"
+                && previous.is_some_and(|p| p.uid == entry.uid && p.usable && same_client(p)));
+        let gives = |c: &Checked| {
+            (
+                c.uid.clone(),
+                c.usable,
+                c.service.as_ref().map(Arc::as_ptr),
+                c.scope,
+                c.generation,
+            )
+        };
+        let changed = previous.map(gives) != Some(gives(&entry));
         checked.insert(name.clone(), entry);
         drop(checked);
+        self.checks.notify_waiters();
         if changed {
             self.changed(&name);
         }
@@ -316,6 +374,15 @@ impl AccountRegistry {
     pub fn has_flags_default(&self) -> bool {
         self.from_flags.is_some()
     }
+}
+
+/// True when `store` is unset (no account watch runs: every name is absent) or has listed.
+fn listed<K: kube::Resource + Clone + 'static>(store: Option<&Store<K>>) -> bool
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    use futures::FutureExt;
+    store.is_none_or(|s| matches!(s.wait_until_ready().now_or_never(), Some(Ok(()))))
 }
 
 /// Shared handle of the registry, as the context holds it.

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
 
-use super::registry::{AccountName, AccountRegistry, Resolved};
+use super::registry::{AccountName, AccountRegistry, PENDING, Resolved};
 use crate::controller::cache::AccountCache;
 use crate::crd::{AccountRefKind, AccountReference, KeyScope};
 
@@ -68,6 +68,26 @@ pub struct Needs {
     /// The resource's kind needs a company key (a SubAccount: sub accounts are created and
     /// changed with the company's key).
     pub company_key: bool,
+}
+
+/// True when `obj` asks to take over an object it does not own (`owned`: the id it owns): an
+/// adoption-policy annotation while it owns nothing, or an `external-id` annotation naming
+/// another object than its own. A resource that owns its object is not adopting, whatever
+/// annotations it still carries (a resource that adopted before its account restricted
+/// adoption keeps its object). Where the account refuses adoption, the policy is ignored
+/// for lookups, so an owned object that is gone is never replaced by adopting another.
+pub fn asks_to_adopt<K: kube::Resource>(obj: &K, owned: Option<i64>) -> bool {
+    let policy = crate::crd::AdoptionPolicy::from_annotations(
+        obj.meta()
+            .annotations
+            .as_ref()
+            .unwrap_or(&Default::default()),
+    )
+    .ok()
+    .flatten()
+    .is_some();
+    let external = crate::controller::claims::external_id(obj);
+    (policy && owned.is_none()) || external.is_some_and(|e| owned != Some(e))
 }
 
 /// The name `account_ref` gives, for a resource of `namespace` (unset: ClusterAccount
@@ -118,7 +138,20 @@ impl AccountRegistry {
                 stalled: true,
             });
         }
-        let handle = match self.resolve(&name) {
+        if let Some(account) = &cluster_object
+            && (account.spec.namespace_selector.is_some()
+                || account.spec.adoption_namespace_selector.is_some())
+            && !self.namespace_cached(namespace)
+        {
+            return Err(Refusal {
+                reason: "AccountNotReady",
+                message: format!(
+                    "namespace \"{namespace}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
+                ),
+                stalled: false,
+            });
+        }
+        let handle = match self.resolve_checked(&name).await {
             Resolved::Ready(handle) => handle,
             Resolved::NotReady { reason } => {
                 return Err(Refusal {
@@ -139,11 +172,17 @@ impl AccountRegistry {
                 });
             }
         };
-        if needs.company_key && handle.scope == Some(KeyScope::SubAccount) {
+        if needs.company_key && handle.scope != Some(KeyScope::Company) {
+            let what = match handle.scope {
+                Some(_) => "holds a sub account key",
+                None => {
+                    "holds a key whose scope is unknown (declare spec.scope: Company on the account if it is a company key)"
+                }
+            };
             return Err(Refusal {
                 reason: "AccountScopeInsufficient",
                 message: format!(
-                    "{name} holds a sub account key; a SubAccount needs a company account's key. Name a company account in spec.accountRef"
+                    "{name} {what}; a SubAccount needs a company account's key. Name a company account in spec.accountRef"
                 ),
                 stalled: true,
             });
@@ -191,16 +230,35 @@ impl AccountRegistry {
         else {
             return true;
         };
+        // Not known yet: no verdict, so no claim is dropped.
+        if !self.namespace_cached(&namespace) {
+            return true;
+        }
         if !self.namespace_may_use(&account, &namespace) {
             return false;
         }
         let owned = crate::engine::ManagedStatus::owned_id(&K::status(obj));
-        let adopts = crate::crd::AdoptionPolicy::from_annotations(obj.annotations())
-            .ok()
-            .flatten()
-            .is_some()
-            || crate::controller::claims::external_id(obj).is_some_and(|e| owned != Some(e));
-        !adopts || self.namespace_may_adopt(&account, &namespace)
+        !asks_to_adopt(obj, owned) || self.namespace_may_adopt(&account, &namespace)
+    }
+
+    /// [`AccountRegistry::resolve`], waiting (at most [`FIRST_LIST_WAIT`]) while the account
+    /// exists but its first check has not been recorded yet (`Pending`: at start-up, or just
+    /// created), so that resources do not flip to `AccountNotReady` for the moment a check takes.
+    async fn resolve_checked(&self, name: &AccountName) -> Resolved {
+        let deadline = tokio::time::Instant::now() + FIRST_LIST_WAIT;
+        loop {
+            let notified = self.checks.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match self.resolve(name) {
+                Resolved::NotReady { reason }
+                    if reason == PENDING && tokio::time::Instant::now() < deadline =>
+                {
+                    let _ = tokio::time::timeout_at(deadline, notified).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Waits, once, for the account caches' first lists (at most [`FIRST_LIST_WAIT`]: without
@@ -212,11 +270,15 @@ impl AccountRegistry {
         }
         let clusters = self.cluster_accounts.get().cloned();
         let accounts = self.accounts.get().cloned();
+        let namespaces = self.namespaces.get().cloned();
         let both = async move {
             if let Some(s) = clusters {
                 let _ = s.wait_until_ready().await;
             }
             if let Some(s) = accounts {
+                let _ = s.wait_until_ready().await;
+            }
+            if let Some(s) = namespaces {
                 let _ = s.wait_until_ready().await;
             }
         };
