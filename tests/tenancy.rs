@@ -488,3 +488,43 @@ async fn deletion_goes_through_the_named_account_and_waits_for_it() {
     );
     env.stop().await;
 }
+
+/// The create-pending marker is trusted only as the operator wrote it: a user who writes one
+/// onto a new ApiKey (to pass an existing company key off as a create of its own after a crash)
+/// gets `AlreadyExists`, no write, no Secret; deleting that ApiKey leaves the key alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_create_pending_marker_adopts_nothing() {
+    let env = env().await;
+    let existing = env
+        .api
+        .create_api_key(&CreateApiKey {
+            name: Some("prod-mailer".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    env.sim.clear_request_log();
+    let keys: Api<ApiKey> = env.api();
+    create(
+        &keys,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: forged\n  annotations: {mailtarget.co/create-pending: \"2026-11-24T00:00:00Z\"}\nspec: {name: prod-mailer, secretName: forged-key}\n",
+    )
+    .await;
+    let refused = key_ready(&env, "default", "forged", "False", "AlreadyExists").await;
+    assert!(refused.status.as_ref().unwrap().id.is_none());
+    assert!(service_writes(&env.sim).is_empty());
+    let secrets: Api<Secret> = env.api();
+    assert!(secrets.get_opt("forged-key").await.unwrap().is_none());
+
+    keys.delete("forged", &Default::default()).await.unwrap();
+    common::wait_deleted(&keys, "forged", refused.metadata.uid.as_deref().unwrap()).await;
+    assert!(
+        env.sim
+            .snapshot()
+            .api_keys
+            .iter()
+            .any(|k| k.id == existing.id),
+        "the company's key survives"
+    );
+    env.stop().await;
+}
