@@ -70,6 +70,7 @@ pub async fn converge<K: Managed>(
         key: K::natural_key(&desired),
         by_name_is_own,
         adoption,
+        pending_is_ours: identity::pending_is_ours(ctx, obj),
     };
     let found = find_managed(ctx, service, obj, old, &desired, query).await?;
     let item = found.as_ref().map(|(item, _)| item);
@@ -547,7 +548,7 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     let (Some(step), true) = (K::deletion(obj), obj.writes()) else {
         return Ok(Action::await_change());
     };
-    if obj.recorded_id().is_none() && !identity::is_pending(obj) {
+    if obj.recorded_id().is_none() && !identity::pending_is_ours(ctx, obj) {
         return Ok(Action::await_change());
     }
     let needs = Needs {
@@ -563,7 +564,7 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     let service = usage.service.as_ref();
     let id = match (obj.recorded_id(), K::desired(obj)) {
         (Some(id), _) => Some(id),
-        (None, Ok(desired)) if identity::is_pending(obj) => {
+        (None, Ok(desired)) if identity::pending_is_ours(ctx, obj) => {
             let found = driver::find_created::<K>(service.client(), &desired)
                 .await
                 .map_err(Error::Api)?;

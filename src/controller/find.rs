@@ -93,6 +93,9 @@ pub struct Query<'a> {
     /// The adoption policy in force (annotation, else the operator's default), `None` where the
     /// account does not let the namespace adopt.
     pub adoption: Option<AdoptionPolicy>,
+    /// The resource carries a pending-create marker the operator wrote
+    /// ([`identity::pending_is_ours`]): an object found by natural key may be its own create.
+    pub pending_is_ours: bool,
 }
 
 /// The API object `obj` manages: the kind's lookup of `desired` in `service`'s cached list
@@ -179,7 +182,7 @@ pub async fn find_managed<K: Managed>(
             if let Some(owner) = ctx.claims.owner(&ctx.accounts, obj, Some(how.id)).await {
                 return Err(Failure::conflict(obj, owner.as_ref(), old));
             }
-            if let Some(message) = identity::refuse_adoption(obj, owned, *how, query, K::NOUN) {
+            if let Some(message) = identity::refuse_adoption(owned, *how, query, K::NOUN) {
                 // Not this resource's: status must not name it (deleting the resource would
                 // then delete it, and a later reconcile would take it for its own).
                 let mut status = old.clone();

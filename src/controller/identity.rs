@@ -32,17 +32,42 @@ pub fn adoption_policy<K: ResourceExt>(ctx: &Context, obj: &K) -> Option<Adoptio
         .or(ctx.settings.default_adoption_policy)
 }
 
-/// True when a create of `obj` may have happened without its id being recorded.
+/// True when `obj` carries a pending-create marker, whoever wrote it (for list freshness
+/// only: trust needs [`pending_is_ours`]).
 pub fn is_pending<K: ResourceExt>(obj: &K) -> bool {
     obj.annotations().contains_key(ANNOTATION_CREATE_PENDING)
 }
 
-/// Why `found` may not be managed by `obj`, for people (`None`: it may). `owned` is the id
-/// `obj` records as its own; `query` carries the adoption policy in force and whether an
+/// True when a create of `obj` may have happened without its id being recorded: the
+/// pending-create marker is there and the operator wrote it. The marker is `<RFC 3339 time>
+/// <MAC>`, the MAC an HMAC-SHA256 of the resource's UID and that time keyed with the operator's
+/// digest key ([`super::secrets::ValueDigest`]), so a marker written by a user (to pass an
+/// existing object off as one the operator created) is not trusted: finding an object by name
+/// then needs the adoption policy. A marker written under another credential (the operator's
+/// key rotated between a create and its record) is not trusted either: the object created then
+/// shows `AlreadyExists`, and the adoption policy takes it back.
+pub fn pending_is_ours<K: ResourceExt>(ctx: &Context, obj: &K) -> bool {
+    let Some(value) = obj.annotations().get(ANNOTATION_CREATE_PENDING) else {
+        return false;
+    };
+    let Some((time, mac)) = value.split_once(' ') else {
+        return false;
+    };
+    pending_mac(ctx, obj, time) == mac
+}
+
+/// The MAC of a pending-create marker written at `time` for `obj` (see [`pending_is_ours`]).
+fn pending_mac<K: ResourceExt>(ctx: &Context, obj: &K, time: &str) -> String {
+    let uid = obj.meta().uid.as_deref().unwrap_or_default();
+    ctx.digest
+        .of(format!("mailtarget-operator/create-pending/v1\0{uid}\0{time}").as_bytes())
+}
+
+/// Why `found` may not be managed by the resource, for people (`None`: it may). `owned` is the
+/// id the resource records as its own; `query` carries the adoption policy in force and whether an
 /// object found by natural key is this resource's by construction (a key inside a sub account
 /// this namespace manages).
-pub fn refuse_adoption<K: ResourceExt>(
-    obj: &K,
+pub fn refuse_adoption(
     owned: Option<i64>,
     found: Found,
     query: Query<'_>,
@@ -52,7 +77,7 @@ pub fn refuse_adoption<K: ResourceExt>(
         return None;
     }
     let by_name = found.matched_by == MatchedBy::NaturalKey;
-    if by_name && (query.by_name_is_own || is_pending(obj)) {
+    if by_name && (query.by_name_is_own || query.pending_is_ours) {
         return None;
     }
     let how = match found.matched_by {
@@ -105,8 +130,9 @@ where
         + std::fmt::Debug,
 {
     let now = crate::crd::conditions::now_rfc3339();
+    let marker = format!("{now} {}", pending_mac(ctx, obj, &now));
     let patch = patch_annotations::<K>(json!({
-        ANNOTATION_CREATE_PENDING: now,
+        ANNOTATION_CREATE_PENDING: marker,
         ANNOTATION_EXTERNAL_ID: null,
     }));
     api_of(ctx, obj)
