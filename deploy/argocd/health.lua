@@ -1,10 +1,12 @@
--- Argo CD health check for mailtarget.co SubAccount, ApiKey and SendingDomain objects.
--- Install it in argocd-cm under resource.customizations.health.mailtarget.co_<Kind> (see
--- docs/gitops.md). Written for Lua 5.1, the language of Argo CD's interpreter (gopher-lua).
+-- Argo CD health check for mailtarget.co SubAccount, ApiKey, SendingDomain, ClusterAccount and
+-- Account objects. Install it in argocd-cm under
+-- resource.customizations.health.mailtarget.co_<Kind> (see docs/gitops.md). Written for Lua 5.1,
+-- the language of Argo CD's interpreter (gopher-lua).
 --
--- The operator writes three conditions on every reconcile: Ready, Reconciling and Stalled, each
--- with the metadata.generation it was computed from. Health, first match wins:
---   annotation mailtarget.co/paused: "true"             -> Suspended
+-- The operator writes three conditions on every reconcile or account check: Ready, Reconciling
+-- and Stalled, each with the metadata.generation it was computed from. Health, first match wins:
+--   annotation mailtarget.co/paused: "true"             -> Suspended (not for the account
+--                                                          kinds: nothing pauses their check)
 --   no status, or no conditions yet                     -> Progressing
 --   status or conditions computed for an older spec     -> Progressing
 --   Stalled=True (needs a change by the user)           -> Degraded
@@ -33,11 +35,19 @@ local function describe(c, fallback)
   return fallback
 end
 
+-- The operator checks ClusterAccounts and Accounts whatever their annotations say.
+local pausable = obj.kind ~= "ClusterAccount" and obj.kind ~= "Account"
+
 local generation = nil
 if obj.metadata ~= nil then
   generation = obj.metadata.generation
   local annotations = obj.metadata.annotations
-  if annotations ~= nil and annotations["mailtarget.co/paused"] == "true" then
+  local paused = nil
+  if annotations ~= nil then
+    paused = annotations["mailtarget.co/paused"]
+  end
+  -- ASCII case ignored, as the operator reads it.
+  if pausable and type(paused) == "string" and string.lower(paused) == "true" then
     hs.status = "Suspended"
     hs.message = "Reconciliation is paused by the mailtarget.co/paused annotation"
     return hs

@@ -2,6 +2,8 @@
 //! dialect of gopher-lua, Argo CD's interpreter) over a table of objects and expected health,
 //! and kept identical to the copy shown in docs/gitops.md.
 
+use mailtarget_operator::controller::status::{Outcome, set_conditions};
+use mailtarget_operator::crd::{Account, AccountStatus, ClusterAccount, KeyScope, ScopeSource};
 use mlua::serde::SerializeOptions;
 use mlua::{Lua, LuaSerdeExt};
 use serde_json::{Value, json};
@@ -277,14 +279,190 @@ fn cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "Degraded",
             "rejected",
         ),
+        (
+            "paused annotation in another case (the operator ignores ASCII case)",
+            object(
+                2,
+                json!({"mailtarget.co/paused": "True"}),
+                Some(
+                    json!({"conditions": outcome("True", "False", "False", "Available", "ok", 1)}),
+                ),
+            ),
+            "Suspended",
+            "paused",
+        ),
     ]
 }
 
-/// The health check maps every case of the table to the expected health.
+/// A ClusterAccount (cluster-scoped: no namespace) or an Account (namespaced) as the operator
+/// leaves it after a check with `outcome` computed for generation `observed` (conditions and
+/// `status.observedGeneration` written by the accounts controller's own functions), read back
+/// through the operator's types, so the objects have the shape the operator writes.
+fn account(
+    kind: &str,
+    generation: i64,
+    observed: i64,
+    annotations: Value,
+    outcome: Option<Outcome>,
+) -> Value {
+    let mut obj = json!({
+        "apiVersion": "mailtarget.co/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "billing", "generation": generation, "annotations": annotations},
+        "spec": {"credentials": {"secretRef": {"name": "billing-key"}}, "scope": "Company"},
+    });
+    if kind == "Account" {
+        obj["metadata"]["namespace"] = json!("team-a");
+    }
+    if let Some(outcome) = outcome {
+        let mut conditions = Vec::new();
+        set_conditions(&mut conditions, &outcome, Some(observed));
+        let status = AccountStatus {
+            observed_generation: Some(observed),
+            conditions,
+            scope: Some(KeyScope::Company),
+            scope_source: Some(ScopeSource::Declared),
+            ..AccountStatus::default()
+        };
+        obj["status"] = serde_json::to_value(status).expect("AccountStatus serializes");
+    }
+    let typed = match kind {
+        "ClusterAccount" => serde_json::from_value::<ClusterAccount>(obj)
+            .map(|a| serde_json::to_value(a).expect("ClusterAccount serializes")),
+        "Account" => serde_json::from_value::<Account>(obj)
+            .map(|a| serde_json::to_value(a).expect("Account serializes")),
+        other => panic!("not an account kind: {other}"),
+    };
+    typed.unwrap_or_else(|e| panic!("not a valid {kind}: {e}"))
+}
+
+fn ready(reason: &'static str, message: &str) -> Option<Outcome> {
+    Some(Outcome::Ready {
+        reason,
+        message: message.into(),
+    })
+}
+
+fn progressing(reason: &'static str, message: &str) -> Option<Outcome> {
+    Some(Outcome::Progressing {
+        reason,
+        message: message.into(),
+    })
+}
+
+fn stalled(reason: &'static str, message: &str) -> Option<Outcome> {
+    Some(Outcome::Stalled {
+        reason,
+        message: message.into(),
+    })
+}
+
+/// The account kinds through the same script: their checks' outcomes, a spec change not yet
+/// checked, and the paused annotation, which does not pause an account's check.
+fn account_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+    vec![
+        (
+            "ClusterAccount whose key authenticated",
+            account(
+                "ClusterAccount",
+                1,
+                1,
+                json!({}),
+                ready("Authenticated", "The key authenticates (a company key)"),
+            ),
+            "Healthy",
+            "authenticates",
+        ),
+        (
+            "ClusterAccount whose Secret is missing",
+            account(
+                "ClusterAccount",
+                1,
+                1,
+                json!({}),
+                stalled(
+                    "CredentialsNotFound",
+                    "Secret \"mailtarget-system/billing-key\" not found",
+                ),
+            ),
+            "Degraded",
+            "not found",
+        ),
+        (
+            "ClusterAccount changed since its last check",
+            account(
+                "ClusterAccount",
+                3,
+                2,
+                json!({}),
+                ready("Authenticated", "The key authenticates"),
+            ),
+            "Progressing",
+            "generation 3",
+        ),
+        (
+            "ClusterAccount annotated paused: still checked, so its conditions decide",
+            account(
+                "ClusterAccount",
+                1,
+                1,
+                json!({"mailtarget.co/paused": "true"}),
+                stalled("Unauthorized", "The service refused the key (401)"),
+            ),
+            "Degraded",
+            "refused",
+        ),
+        (
+            "Account whose service cannot be reached (retried)",
+            account(
+                "Account",
+                1,
+                1,
+                json!({}),
+                progressing("Unreachable", "Timed out reaching the service; retried"),
+            ),
+            "Progressing",
+            "timed out",
+        ),
+        (
+            "Account whose key the service refused",
+            account(
+                "Account",
+                2,
+                2,
+                json!({}),
+                stalled("Unauthorized", "The service refused the key (401)"),
+            ),
+            "Degraded",
+            "refused",
+        ),
+        (
+            "Account annotated paused and Ready",
+            account(
+                "Account",
+                1,
+                1,
+                json!({"mailtarget.co/paused": "true"}),
+                ready("Authenticated", "The key authenticates"),
+            ),
+            "Healthy",
+            "authenticates",
+        ),
+        (
+            "Account not checked yet",
+            account("Account", 1, 1, json!({}), None),
+            "Progressing",
+            "Waiting",
+        ),
+    ]
+}
+
+/// The health check maps every case of the tables (managed kinds, account kinds) to the expected
+/// health.
 #[test]
 fn argocd_health_check_table() {
     let source = script();
-    for (what, obj, expected, mention) in cases() {
+    for (what, obj, expected, mention) in cases().into_iter().chain(account_cases()) {
         let (status, message) = health(&source, &obj);
         assert_eq!(status, expected, "{what}: message {message:?}");
         assert!(
@@ -322,7 +500,8 @@ fn argocd_health_check_is_total() {
     }
 }
 
-/// docs/gitops.md shows an argocd-cm ConfigMap whose three health keys hold exactly this script.
+/// docs/gitops.md shows an argocd-cm ConfigMap whose health keys, one per kind (the three
+/// managed kinds and the two account kinds), hold exactly this script.
 #[test]
 fn docs_show_the_tested_script() {
     let doc_path = root().join("docs/gitops.md");
@@ -337,7 +516,13 @@ fn docs_show_the_tested_script() {
     let cm: Value = serde_yaml::from_str(block)
         .unwrap_or_else(|e| panic!("the argocd-cm block does not parse: {e}"));
     let source = script();
-    for kind in ["SubAccount", "ApiKey", "SendingDomain"] {
+    for kind in [
+        "SubAccount",
+        "ApiKey",
+        "SendingDomain",
+        "ClusterAccount",
+        "Account",
+    ] {
         let key = format!("resource.customizations.health.mailtarget.co_{kind}");
         assert_eq!(
             cm["data"][&key].as_str().map(str::trim_end),
