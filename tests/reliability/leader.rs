@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::Api;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use mailtarget_operator::api::{Client as ApiClient, ClientConfig, RetryPolicy, UpdateApiKey};
 use mailtarget_operator::controller::leader::{self, Elector, LeaderGate, LeaseSettings, Lost};
 use mailtarget_operator::controller::metrics::Metrics;
 use mailtarget_operator::controller::{Operator, run_elected};
 use mailtarget_operator::crd::ApiKey;
 use mailtarget_operator::simulator::RequestRecord;
-use mailtarget_test_apiserver::RequestFilter;
+use mailtarget_test_apiserver::{RequestFilter, TestApiServer};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -214,4 +215,94 @@ async fn a_leader_cut_off_stops_writing_at_its_deadline_and_the_standby_takes_ov
     assert_eq!(stopped, Ok(()));
     assert!(!b.gate.is_open(), "no write after the release");
     wait_holder(&rig.kube, None).await;
+}
+
+/// The `(method, path)` of each ConfigMap request the test API server answered.
+fn config_map_requests(server: &TestApiServer) -> Vec<(String, String)> {
+    server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.path_and_query.contains("/configmaps"))
+        .map(|r| (r.method, r.path_and_query))
+        .collect()
+}
+
+fn config_map(name: &str) -> ConfigMap {
+    let mut map = ConfigMap::default();
+    map.metadata.name = Some(name.into());
+    map
+}
+
+/// The controllers' Kubernetes client ([`leader::gated_client`]) sends a write only while the
+/// gate is open and cuts it at the deadline: a POST before the Lease is held and a PATCH past
+/// the renew deadline fail unsent (the test API server never sees them) while reads still go
+/// through; a PATCH that stalls at the server fails at the deadline. Between those, with the
+/// Lease just taken, writes reach the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gated_kubernetes_client_writes_only_within_the_renew_deadline() {
+    let server = TestApiServer::start().await.expect("test API server");
+    let config = kube::Config::new(server.url().parse().expect("server URL"));
+    let gate = LeaderGate::closed();
+    let maps: Api<ConfigMap> = Api::namespaced(
+        leader::gated_client(config, gate.clone()).expect("gated kube client"),
+        NS,
+    );
+    let refused = maps
+        .create(&PostParams::default(), &config_map("before"))
+        .await
+        .expect_err("a POST before the Lease is held");
+    assert!(refused.to_string().contains("not sent"), "{refused}");
+    assert!(
+        config_map_requests(&server).is_empty(),
+        "the refused POST reached the server: {:?}",
+        config_map_requests(&server)
+    );
+
+    // A 2 s Lease: the gate opens for 1.33 s after each renewal, and nothing renews it here.
+    let settings = LeaseSettings::new(NS, LEASE, "solo", Duration::from_secs(2));
+    let mut elector = Elector::new(server.client(), settings, gate.clone());
+    assert!(elector.acquire(std::future::pending()).await, "Lease taken");
+    maps.create(&PostParams::default(), &config_map("held"))
+        .await
+        .expect("a POST while the Lease is held");
+    let sent = config_map_requests(&server);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while gate.is_open() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gate still open {WAIT:?} after a renewal (renew deadline 1.33 s)"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let label = serde_json::json!({ "metadata": { "labels": { "late": "yes" } } });
+    let refused = maps
+        .patch("held", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .expect_err("a PATCH past the renew deadline");
+    assert!(refused.to_string().contains("not sent"), "{refused}");
+    maps.get("held").await.expect("a read past the deadline");
+    let requests = config_map_requests(&server);
+    assert!(
+        requests.iter().all(|(method, _)| method != "PATCH"),
+        "the refused PATCH reached the server: {requests:?}"
+    );
+
+    assert!(
+        elector.acquire(std::future::pending()).await,
+        "Lease renewed"
+    );
+    server
+        .faults()
+        .stall(RequestFilter::path("/configmaps/held").with_method("PATCH"));
+    let cut = tokio::time::timeout(
+        WAIT,
+        maps.patch("held", &PatchParams::default(), &Patch::Merge(&label)),
+    )
+    .await
+    .expect("the stalled PATCH ends")
+    .expect_err("a PATCH that stalls past the renew deadline");
+    assert!(cut.to_string().contains("cut at"), "{cut}");
+    assert!(!gate.is_open());
 }
