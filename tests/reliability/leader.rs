@@ -306,3 +306,69 @@ async fn the_gated_kubernetes_client_writes_only_within_the_renew_deadline() {
     assert!(cut.to_string().contains("cut at"), "{cut}");
     assert!(!gate.is_open());
 }
+
+/// Whether the request log shows a renewal (PATCH of the Lease) answered 200 after one answered
+/// 409.
+fn renewed_after_a_conflict(server: &TestApiServer) -> bool {
+    let renewals: Vec<u16> = server
+        .request_log()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path_and_query.contains(&format!("/leases/{LEASE}")))
+        .map(|r| r.status)
+        .collect();
+    renewals
+        .iter()
+        .position(|s| *s == 409)
+        .is_some_and(|at| renewals[at..].contains(&200))
+}
+
+/// A renewal answered 409 Conflict (the Lease changed since it was read: here an injected
+/// answer, in a cluster any other write to the Lease) is not a takeover: as client-go's renew
+/// loop, the leader tries again at its next retry and keeps the lead. Only a Lease actually
+/// held by another identity ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead() {
+    let server = TestApiServer::start().await.expect("test API server");
+    let gate = LeaderGate::closed();
+    let settings = LeaseSettings::new(NS, LEASE, "solo", Duration::from_secs(2));
+    let mut elector = Elector::new(server.client(), settings, gate.clone());
+    assert!(elector.acquire(std::future::pending()).await, "Lease taken");
+    server.faults().fail_next(
+        1,
+        409,
+        RequestFilter::path(&format!("/leases/{LEASE}")).with_method("PATCH"),
+    );
+    let renewed = async {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !renewed_after_a_conflict(&server) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no renewal after the conflict within {WAIT:?}: {:?}",
+                server.request_log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let lost = tokio::select! {
+        lost = elector.keep() => Some(lost),
+        () = renewed => None,
+    };
+    assert_eq!(lost, None, "the lead was lost after one 409");
+    assert!(
+        gate.is_open(),
+        "the renewal after the conflict opened the gate"
+    );
+    assert_eq!(holder(&server.client()).await.as_deref(), Some("solo"));
+
+    let leases: Api<Lease> = Api::namespaced(server.client(), NS);
+    let other = serde_json::json!({ "spec": { "holderIdentity": "other" } });
+    leases
+        .patch(LEASE, &PatchParams::default(), &Patch::Merge(&other))
+        .await
+        .expect("another replica takes the Lease");
+    let lost = tokio::time::timeout(WAIT, elector.keep())
+        .await
+        .expect("the lead ends once another replica holds the Lease");
+    assert_eq!(lost, Lost::TakenOver);
+    assert!(!gate.is_open());
+}
