@@ -8,6 +8,10 @@
 //!   whole lease duration by the replica's own monotonic clock (client-go's "observed time": no
 //!   comparison of clocks between machines). Writes to the Lease carry its `resourceVersion`, so
 //!   of two replicas taking it at once one gets 409 Conflict and stays standby.
+//! - A write answered 409 Conflict says only that the Lease changed since it was read (another
+//!   replica, or any client updating it): the try failed, and the next one, a retry period later,
+//!   reads the Lease again (client-go's `tryAcquireOrRenew` returns false and its `renew` loop
+//!   polls until the renew deadline). Only a Lease read with another holder ends the lead.
 //! - The holder renews every retry period (2/15 of the lease duration: 2 s of 15 s). A renewal
 //!   sent at instant `t` that succeeds lets this replica write until `t + renew deadline` (2/3 of
 //!   the lease duration: 10 s of 15 s), by its monotonic clock. Past that deadline every write is
@@ -199,6 +203,9 @@ enum Try {
     Held(Instant),
     /// Another replica holds it.
     Other,
+    /// The write was answered 409 Conflict: the Lease changed since it was read (or, for a
+    /// create, someone created it first). Who holds it is known at the next try.
+    Conflict,
 }
 
 impl Elector {
@@ -231,7 +238,7 @@ impl Elector {
                         self.gate.set(Some(sent + self.settings.renew_deadline));
                         return;
                     }
-                    Ok(Ok(Try::Other)) => {}
+                    Ok(Ok(Try::Other | Try::Conflict)) => {}
                     Ok(Err(e)) => tracing::debug!(error = %e, "cannot take the leader Lease"),
                     Err(_) => tracing::debug!("taking the leader Lease timed out"),
                 }
@@ -245,9 +252,10 @@ impl Elector {
     }
 
     /// Renews the Lease every retry period while this replica holds it; returns when the lead
-    /// is lost: another replica took the Lease, or no renewal succeeded before the renew
-    /// deadline (the gate is then closed: no write goes out any more). Each try is bounded by
-    /// the time left until the deadline.
+    /// is lost: the Lease read with another holder, or no renewal succeeded before the renew
+    /// deadline (the gate is then closed: no write goes out any more). A failed try, a renewal
+    /// answered 409 Conflict included, is tried again at the next retry period. Each try is
+    /// bounded by the time left until the deadline.
     pub async fn keep(&mut self) -> Lost {
         loop {
             tokio::time::sleep(self.settings.retry_period).await;
@@ -259,6 +267,9 @@ impl Elector {
                     self.gate.set(Some(sent + self.settings.renew_deadline));
                 }
                 Ok(Ok(Try::Other)) => return self.lost(Lost::TakenOver),
+                Ok(Ok(Try::Conflict)) => tracing::info!(
+                    "the leader Lease changed since it was read (409 Conflict); renewing it again"
+                ),
                 Ok(Err(e)) => tracing::warn!(error = %e, "cannot renew the leader Lease"),
                 Err(_) => return self.lost(Lost::DeadlinePassed),
             }
@@ -330,7 +341,7 @@ impl Elector {
                     self.observe(created.spec.unwrap_or_default());
                     Ok(Try::Held(sent))
                 }
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Other),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Conflict),
                 Err(e) => Err(e),
             };
         };
@@ -369,7 +380,7 @@ impl Elector {
                 self.observe(written.spec.unwrap_or_default());
                 Ok(Try::Held(sent))
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Other),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Conflict),
             Err(e) => Err(e),
         }
     }
