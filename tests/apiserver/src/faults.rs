@@ -1,10 +1,11 @@
 //! Fault injection and the request log, reached through [`Faults`] and
 //! [`crate::TestApiServer::request_log`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// Which requests an injected failure applies to. Empty fields match everything.
 #[derive(Clone, Debug, Default)]
@@ -95,10 +96,43 @@ struct Injection {
     filter: RequestFilter,
 }
 
+/// What a request that reaches the server meets before it is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cut {
+    /// Handled as usual.
+    None,
+    /// Never handled nor answered (see [`Faults::stall`]).
+    Stall,
+    /// Its connection closed without an answer (see [`Faults::drop_connections`]).
+    Drop,
+}
+
+/// The handle a request's handler uses to close its connection without answering: the
+/// connection's task closes the socket once [`Self::cut`] is called. Put in each request's
+/// extensions by the server.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ConnectionCut(Arc<Notify>);
+
+impl ConnectionCut {
+    /// Closes the connection (at once if its task waits in [`Self::cut_off`], else when it
+    /// next does).
+    pub(crate) fn cut(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves once [`Self::cut`] was called.
+    pub(crate) async fn cut_off(&self) {
+        self.0.notified().await;
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct FaultState {
     injections: Mutex<Vec<Injection>>,
     stalls: Mutex<Vec<RequestFilter>>,
+    drops: Mutex<Vec<RequestFilter>>,
+    stalled: AtomicU64,
+    dropped: AtomicU64,
     latency: Mutex<Duration>,
     log: Mutex<Vec<LoggedRequest>>,
 }
@@ -123,17 +157,24 @@ impl FaultState {
         Some(status)
     }
 
-    /// Whether this request is stalled (see [`Faults::stall`]).
-    pub(crate) fn stalls(
-        &self,
-        method: &str,
-        path_and_query: &str,
-        headers: &http::HeaderMap,
-    ) -> bool {
-        self.stalls
-            .lock()
-            .map(|s| s.iter().any(|f| f.matches(method, path_and_query, headers)))
-            .unwrap_or(false)
+    /// Whether this request is stalled or its connection dropped (a stall first, when both
+    /// match), counted as such.
+    pub(crate) fn cut(&self, method: &str, path_and_query: &str, headers: &http::HeaderMap) -> Cut {
+        let matches = |filters: &Mutex<Vec<RequestFilter>>| {
+            filters
+                .lock()
+                .map(|s| s.iter().any(|f| f.matches(method, path_and_query, headers)))
+                .unwrap_or(false)
+        };
+        if matches(&self.stalls) {
+            self.stalled.fetch_add(1, Ordering::Relaxed);
+            Cut::Stall
+        } else if matches(&self.drops) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            Cut::Drop
+        } else {
+            Cut::None
+        }
     }
 
     pub(crate) fn latency(&self) -> Duration {
@@ -200,6 +241,35 @@ impl Faults {
         }
     }
 
+    /// How many requests were stalled so far (each is stalled from its arrival on).
+    pub fn stalled_requests(&self) -> u64 {
+        self.state.stalled.load(Ordering::Relaxed)
+    }
+
+    /// Closes the connection of every request matching `filter` from now on, without handling
+    /// or answering it, as when a network path or a load balancer resets it: the client sees
+    /// the connection end before an answer (hyper: "connection closed before message
+    /// completed") at once, where a stall ([`Self::stall`]) leaves it waiting. The request is
+    /// not in the request log; watch streams already open are not affected (end those with
+    /// [`Self::drop_watches`]). [`Self::clear_drops`] lets later requests through.
+    pub fn drop_connections(&self, filter: RequestFilter) {
+        if let Ok(mut d) = self.state.drops.lock() {
+            d.push(filter);
+        }
+    }
+
+    /// Ends every fault set by [`Self::drop_connections`] (for requests arriving from now on).
+    pub fn clear_drops(&self) {
+        if let Ok(mut d) = self.state.drops.lock() {
+            d.clear();
+        }
+    }
+
+    /// How many requests had their connection dropped so far.
+    pub fn dropped_requests(&self) -> u64 {
+        self.state.dropped.load(Ordering::Relaxed)
+    }
+
     /// Delays every request by `latency` before it is handled (`Duration::ZERO` turns it off).
     pub fn set_latency(&self, latency: Duration) {
         if let Ok(mut l) = self.state.latency.lock() {
@@ -219,14 +289,17 @@ impl Faults {
 mod tests {
     use super::*;
 
+    fn faults() -> Faults {
+        let (tx, _) = watch::channel(0);
+        Faults {
+            state: Arc::new(FaultState::default()),
+            drop_tx: Arc::new(tx),
+        }
+    }
+
     #[test]
     fn injections_are_consumed() {
-        let s = FaultState::default();
-        let (tx, _) = watch::channel(0);
-        let f = Faults {
-            state: Arc::new(s),
-            drop_tx: Arc::new(tx),
-        };
+        let f = faults();
         let none = http::HeaderMap::new();
         f.fail_next(2, 500, RequestFilter::path("/widgets").with_method("patch"));
         assert_eq!(
@@ -250,19 +323,33 @@ mod tests {
     /// A stall applies to the requests its filter matches (here by header) until cleared.
     #[test]
     fn stalls_match_by_header() {
-        let (tx, _) = watch::channel(0);
-        let f = Faults {
-            state: Arc::new(FaultState::default()),
-            drop_tx: Arc::new(tx),
-        };
+        let f = faults();
         let mut a = http::HeaderMap::new();
         a.insert("x-client", http::HeaderValue::from_static("a"));
         let mut b = http::HeaderMap::new();
         b.insert("x-client", http::HeaderValue::from_static("b"));
         f.stall(RequestFilter::header("X-Client", "a"));
-        assert!(f.state.stalls("GET", "/api/v1/namespaces", &a));
-        assert!(!f.state.stalls("GET", "/api/v1/namespaces", &b));
+        assert_eq!(f.state.cut("GET", "/api/v1/namespaces", &a), Cut::Stall);
+        assert_eq!(f.state.cut("GET", "/api/v1/namespaces", &b), Cut::None);
         f.clear_stalls();
-        assert!(!f.state.stalls("GET", "/api/v1/namespaces", &a));
+        assert_eq!(f.state.cut("GET", "/api/v1/namespaces", &a), Cut::None);
+        assert_eq!(f.stalled_requests(), 1);
+    }
+
+    /// A connection drop applies to the requests its filter matches until cleared; a stall
+    /// matching the same request wins.
+    #[test]
+    fn drops_match_and_are_counted() {
+        let f = faults();
+        let none = http::HeaderMap::new();
+        f.drop_connections(RequestFilter::path("/leases/").with_method("PUT"));
+        assert_eq!(f.state.cut("PUT", "/apis/x/leases/l", &none), Cut::Drop);
+        assert_eq!(f.state.cut("GET", "/apis/x/leases/l", &none), Cut::None);
+        f.stall(RequestFilter::method("PUT"));
+        assert_eq!(f.state.cut("PUT", "/apis/x/leases/l", &none), Cut::Stall);
+        f.clear_stalls();
+        f.clear_drops();
+        assert_eq!(f.state.cut("PUT", "/apis/x/leases/l", &none), Cut::None);
+        assert_eq!((f.dropped_requests(), f.stalled_requests()), (1, 1));
     }
 }

@@ -11,10 +11,13 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
+use tower::ServiceExt as _;
 
-use crate::faults::{FaultState, Faults, LoggedRequest};
+use crate::faults::{ConnectionCut, Cut, FaultState, Faults, LoggedRequest};
 use crate::handlers;
 use crate::resources::ResourceType;
 use crate::status::ApiError;
@@ -215,12 +218,45 @@ fn serve_thread(
             .fallback(entry)
             .with_state(shared.clone());
         tokio::select! {
-            _ = axum::serve(listener, app) => {}
+            () = serve(listener, app) => {}
             _ = shutdown => {}
         }
         shared.drop_tx.send_modify(|g| *g += 1);
     });
     rt.shutdown_background();
+}
+
+/// Serves `app` over HTTP/1.1 on `listener`, one task per connection, as `axum::serve` does
+/// (not used: it offers no way to close a connection without answering). Each request carries
+/// its connection's [`ConnectionCut`] in its extensions; a cut closes the socket at once, with
+/// any request on it unanswered.
+async fn serve(listener: tokio::net::TcpListener, app: axum::Router) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: try again shortly, as axum::serve.
+                tracing::debug!(error = %e, "test API server: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let cut = ConnectionCut::default();
+        let app = app.clone();
+        let on_connection = cut.clone();
+        let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
+            req.extensions_mut().insert(on_connection.clone());
+            app.clone().oneshot(req)
+        });
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                () = cut.cut_off() => {}
+            }
+        });
+    }
 }
 
 /// A JSON response.
@@ -334,12 +370,20 @@ async fn entry(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    if shared
+    match shared
         .faults
-        .stalls(method.as_str(), &path_and_query, req.headers())
+        .cut(method.as_str(), &path_and_query, req.headers())
     {
+        Cut::None => {}
         // Never handled nor answered: the client gives up on its own.
-        std::future::pending::<()>().await;
+        Cut::Stall => std::future::pending::<()>().await,
+        // The connection's task closes the socket, ending this handler with it.
+        Cut::Drop => {
+            if let Some(cut) = req.extensions().get::<ConnectionCut>() {
+                cut.cut();
+            }
+            std::future::pending::<()>().await;
+        }
     }
     let response = match shared
         .faults

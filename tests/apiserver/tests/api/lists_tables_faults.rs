@@ -193,6 +193,39 @@ async fn injected_failures_latency_and_request_log() {
     assert_eq!(post.content_type.as_deref(), Some("application/json"));
 }
 
+/// A dropped connection ends the matching request at once with no answer (a transport error at
+/// the client, not a `Status`), and is counted; other requests, and the same one once the fault
+/// is cleared, are answered.
+#[tokio::test]
+async fn dropped_connections_end_requests_unanswered() {
+    let (s, client) = server_with_widgets().await;
+    let api = widgets(&client, "test");
+    api.create(&PostParams::default(), &widget("d1", "d1.example.com"))
+        .await
+        .unwrap();
+    s.faults()
+        .drop_connections(RequestFilter::path("/widgets/d1").with_method("GET"));
+    for _ in 0..2 {
+        let err = tokio::time::timeout(Duration::from_secs(10), api.get("d1"))
+            .await
+            .expect("a dropped connection ends the request at once")
+            .unwrap_err();
+        assert!(!matches!(err, kube::Error::Api(_)), "an answer: {err}");
+    }
+    assert_eq!(s.faults().dropped_requests(), 2);
+    api.create(&PostParams::default(), &widget("d2", "d2.example.com"))
+        .await
+        .unwrap();
+    s.faults().clear_drops();
+    api.get("d1").await.unwrap();
+    let gets = s
+        .request_log()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path_and_query.ends_with("/widgets/d1"))
+        .count();
+    assert_eq!(gets, 1, "dropped requests are not in the log");
+}
+
 #[tokio::test]
 async fn unsupported_things_are_refused_loudly() {
     let (s, _client) = server_with_widgets().await;
