@@ -1,6 +1,7 @@
 //! Leader election with a renew deadline: a leader cut off from the Kubernetes API (its requests
-//! stall at the test API server, the service still reachable) stops writing at its renew
-//! deadline, by its own clock, and the standby takes the Lease over and carries on.
+//! stall at the test API server, or their connections are closed unanswered; the service still
+//! reachable) stops writing at its renew deadline, by its own clock, and the standby takes the
+//! Lease over and carries on.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -133,14 +134,35 @@ fn key(name: &str) -> String {
     )
 }
 
-/// Replica A leads and creates a key; B waits. Then every Kubernetes request of A stalls (its
-/// watches cut, its Lease renewals unanswered) while the service stays reachable to it. A stops
-/// writing at its renew deadline and gives the lead up; the key is then renamed at the service
-/// behind the operator's back, which a leader still running would correct. B takes the Lease
-/// over, corrects the name and creates a second key; no service write of A arrives after its
-/// deadline. On stop B releases the Lease.
+/// How the leader is cut off from the Kubernetes API.
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// Its requests are never answered (packets dropped): each waits for its time limit.
+    Stall,
+    /// Its connections are closed without an answer (a reset): each request fails at once.
+    Drop,
+}
+
+/// Every Kubernetes request of the leader stalls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_stops_writing_at_its_deadline_and_the_standby_takes_over() {
+    cut_off_leader(Cut::Stall).await;
+}
+
+/// Every Kubernetes request of the leader has its connection closed unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_connections_drop_stops_writing_at_its_deadline_and_the_standby_takes_over()
+{
+    cut_off_leader(Cut::Drop).await;
+}
+
+/// Replica A leads and creates a key; B waits. Then A is cut off from the Kubernetes API as
+/// `cut` says (its watches ended, its Lease renewals failing) while the service stays reachable
+/// to it. A stops writing at its renew deadline and gives the lead up; the key is then renamed
+/// at the service behind the operator's back, which a leader still running would correct. B
+/// takes the Lease over, corrects the name and creates a second key; no service write of A
+/// arrives after its deadline. On stop B releases the Lease.
+async fn cut_off_leader(cut: Cut) {
     let rig = Rig::new(Rig::sim_config()).await;
     let a = start_replica(&rig, "replica-a");
     wait_holder(&rig.kube, Some("replica-a")).await;
@@ -153,7 +175,11 @@ async fn a_leader_cut_off_stops_writing_at_its_deadline_and_the_standby_takes_ov
     assert!(writes_by(&rig, "replica-b").is_empty(), "the standby wrote");
 
     let faults = rig.server.faults();
-    faults.stall(RequestFilter::header(REPLICA_HEADER, "replica-a"));
+    let of_a = RequestFilter::header(REPLICA_HEADER, "replica-a");
+    match cut {
+        Cut::Stall => faults.stall(of_a),
+        Cut::Drop => faults.drop_connections(of_a),
+    }
     faults.drop_watches();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while a.gate.is_open() {
@@ -169,6 +195,11 @@ async fn a_leader_cut_off_stops_writing_at_its_deadline_and_the_standby_takes_ov
         .expect("A ends once its deadline passed")
         .expect("A's task");
     assert_eq!(lost, Err(Lost::DeadlinePassed));
+    let cut_requests = match cut {
+        Cut::Stall => faults.stalled_requests(),
+        Cut::Drop => faults.dropped_requests(),
+    };
+    assert!(cut_requests > 0, "{cut:?}: no request of A was cut");
 
     api_client(&rig.sim)
         .update_api_key(
