@@ -212,9 +212,22 @@ async fn sigterm_exits_in_time_without_crds_or_api() {
     operator.terminate_in_time("API unreachable").await;
 }
 
+/// Waits (bounded by [`WAIT`], polling every 50 ms) until the server has stalled more than
+/// `before` requests.
+async fn wait_stalled(server: &TestApiServer, before: u64, case: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while server.faults().stalled_requests() <= before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{case}: no request stalled within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// SIGTERM ends the process within the bound when the Kubernetes API accepts connections but
 /// never answers: as the only replica (its watches hang), and as a candidate for the leader
-/// Lease (its Lease requests hang).
+/// Lease (its Lease requests hang). The signal is sent once a request of the process hangs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_in_time_with_the_api_stalling() {
     let server = TestApiServer::start().await.expect("test API server");
@@ -233,9 +246,11 @@ async fn sigterm_exits_in_time_with_the_api_stalling() {
             ][..],
         ),
     ] {
+        let before = server.faults().stalled_requests();
         let mut operator = start(server.kubeconfig_path(), extra);
         let (status, _) = operator.wait_answer("/healthz", |_, _| true).await;
         assert_eq!(status, 200, "{case}");
+        wait_stalled(&server, before, case).await;
         operator.terminate_in_time(case).await;
     }
 }
