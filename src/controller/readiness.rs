@@ -17,6 +17,9 @@ use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use kube::{CustomResourceExt, Resource};
 
@@ -181,6 +184,35 @@ pub async fn check_crds(client: &kube::Client) -> Crds {
     }
 }
 
+/// The limit of the error lines of [`report`]: one a minute, by `C` (a fake clock in tests).
+type ErrorLimit<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
+
+/// At most one error line a minute, by `clock`.
+fn error_limit<C: Clock>(clock: C) -> ErrorLimit<C> {
+    RateLimiter::direct_with_clock(Quota::per_minute(NonZeroU32::MIN), clock)
+}
+
+/// Logs the result of a check, `established` telling whether the previous one found every CRD:
+/// an info line when the CRDs become established, an error line for missing CRDs or an
+/// unreachable API if `errors` allows one. True when it logged.
+fn report<C: Clock>(crds: &Crds, established: bool, errors: &ErrorLimit<C>) -> bool {
+    match crds {
+        Crds::Established if !established => {
+            tracing::info!("the CustomResourceDefinitions are established");
+        }
+        Crds::Missing(missing) if errors.check().is_ok() => tracing::error!(
+            missing = %missing.join(", "),
+            "CustomResourceDefinitions not established: install them (the chart does, or `kubectl apply -f crds/`); the operator is not ready and reconciles nothing until then"
+        ),
+        Crds::Unreachable(error) if errors.check().is_ok() => tracing::error!(
+            %error,
+            "cannot reach the Kubernetes API; the operator is not ready"
+        ),
+        _ => return false,
+    }
+    true
+}
+
 /// Checks the CRDs until `stop` resolves: every 2 s while any is missing, every 30 s once all
 /// are established; records each result in `readiness`. A missing CRD or an unreachable API is
 /// logged at error level at most once a minute; the CRDs becoming established is logged at info
@@ -190,7 +222,7 @@ pub async fn watch_crds(
     readiness: Arc<Readiness>,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let errors = RateLimiter::direct(Quota::per_minute(NonZeroU32::MIN));
+    let errors = error_limit(DefaultClock::default());
     let checks = async {
         let mut established = false;
         loop {
@@ -201,20 +233,7 @@ pub async fn watch_crds(
                         "no answer to API discovery within {CHECK_TIMEOUT:?}"
                     ))
                 });
-            match &crds {
-                Crds::Established if !established => {
-                    tracing::info!("the CustomResourceDefinitions are established");
-                }
-                Crds::Missing(missing) if errors.check().is_ok() => tracing::error!(
-                    missing = %missing.join(", "),
-                    "CustomResourceDefinitions not established: install them (the chart does, or `kubectl apply -f crds/`); the operator is not ready and reconciles nothing until then"
-                ),
-                Crds::Unreachable(error) if errors.check().is_ok() => tracing::error!(
-                    %error,
-                    "cannot reach the Kubernetes API; the operator is not ready"
-                ),
-                _ => {}
-            }
+            report(&crds, established, &errors);
             established = crds == Crds::Established;
             readiness.set_crds(crds);
             let wait = if established {
@@ -255,6 +274,40 @@ mod tests {
         assert_eq!(r.check(), Ok(()));
         r.set_crds(Crds::Unreachable("connection refused".into()));
         assert!(r.check().unwrap_err().contains("connection refused"));
+    }
+
+    /// A missing CRD or an unreachable API is logged once a minute: a second error within the
+    /// minute is not logged, one after it is; the CRDs becoming established always are.
+    #[test]
+    fn errors_are_logged_once_a_minute() {
+        let clock = governor::clock::FakeRelativeClock::default();
+        let errors = error_limit(clock.clone());
+        let missing = Crds::Missing(vec!["apikeys.mailtarget.co".into()]);
+        let unreachable = Crds::Unreachable("connection refused".into());
+        assert!(report(&missing, false, &errors), "the first error");
+        clock.advance(Duration::from_secs(59));
+        assert!(
+            !report(&unreachable, false, &errors),
+            "an error within the minute"
+        );
+        assert!(
+            !report(&missing, false, &errors),
+            "an error within the minute"
+        );
+        assert!(report(&Crds::Established, false, &errors), "established");
+        assert!(
+            !report(&Crds::Established, true, &errors),
+            "still established"
+        );
+        clock.advance(Duration::from_secs(1));
+        assert!(
+            report(&unreachable, true, &errors),
+            "an error a minute later"
+        );
+        assert!(
+            !report(&missing, false, &errors),
+            "the next within the minute"
+        );
     }
 
     /// Exactly the CRDs the operator installs are expected (the files in `crds/`, which a test
