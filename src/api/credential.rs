@@ -242,6 +242,22 @@ mod tests {
         assert_eq!(header(&c), "Bearer third-key");
     }
 
+    /// A change made after the key was read and before the client was built (a rotation while
+    /// the operator starts) is picked up at the first check: the version read first is not
+    /// taken for the version found when the client is built.
+    #[test]
+    fn a_change_between_the_first_read_and_the_client_is_picked_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api-key");
+        std::fs::write(&path, "first-key").unwrap();
+        let initial = read_key_file(&path).unwrap();
+        let next = dir.path().join(".next");
+        std::fs::write(&next, "other-key").unwrap();
+        std::fs::rename(&next, &path).unwrap();
+        let c = Credential::file(path.clone(), initial, std::time::Duration::ZERO).unwrap();
+        assert_eq!(header(&c), "Bearer other-key");
+    }
+
     /// Within the check interval the file is not looked at (with a zero interval, as in
     /// `key_file_is_read_again_when_it_changes`, every request looks).
     #[test]
