@@ -83,6 +83,35 @@ struct Loaded {
     checked: std::time::Instant,
 }
 
+impl Loaded {
+    /// Reads the key in `path` again if the file's version is not the one last read; true when
+    /// a key was read. The version is stamped before the file is read, so a change after the
+    /// stamp, even during the read, gives another stamp at the next look and another read
+    /// (stamped after the read, a change between the two would be taken for the version read
+    /// and missed until the file changed again). A file that yields no usable key leaves the
+    /// key in use (a warning once per file version).
+    fn refresh(&mut self, path: &Path) -> bool {
+        let stamp = Stamp::of(path).ok();
+        let mut read = false;
+        if stamp.is_some() && stamp != self.stamp {
+            match read_key_file(path).and_then(Bearer::new) {
+                Ok(bearer) => {
+                    self.bearer = bearer;
+                    read = true;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "the changed API key file holds no usable key; the previous key stays in use");
+                }
+            }
+            self.stamp = stamp;
+        } else if stamp.is_none() && self.stamp.is_some() {
+            tracing::warn!(path = %path.display(), "the API key file cannot be read; the previous key stays in use");
+            self.stamp = None;
+        }
+        read
+    }
+}
+
 /// Where the client's key comes from.
 pub(crate) struct Credential(Source);
 
@@ -127,23 +156,29 @@ impl Credential {
         Ok(Credential(Source::Fixed(Bearer::new(key)?)))
     }
 
-    /// A key read from `path` (already read into `initial`), read again when the file changes;
-    /// the file is checked for a change (one `stat`) at most once per `check_interval`.
+    /// A key read from `path`, read again when the file changes; the file is checked for a
+    /// change (one `stat`) at most once per `check_interval`. `initial` is the key read from it
+    /// before (by [`crate::api::ClientConfig::from_key_file`], maybe a while ago): the file's
+    /// version is not known for it, so the file is stamped and read again now, and `initial`
+    /// stays in use only if that read yields no usable key.
+    ///
+    /// # Errors
+    /// [`ApiError::Config`] when `initial` holds characters not allowed in an HTTP header.
     pub fn file(
         path: PathBuf,
         initial: SecretString,
         check_interval: std::time::Duration,
     ) -> Result<Credential> {
-        let bearer = Bearer::new(initial)?;
-        let stamp = Stamp::of(&path).ok();
+        let mut loaded = Loaded {
+            stamp: None,
+            bearer: Bearer::new(initial)?,
+            checked: std::time::Instant::now(),
+        };
+        let _ = loaded.refresh(&path);
         Ok(Credential(Source::File {
             path,
             check_interval,
-            loaded: Mutex::new(Loaded {
-                stamp,
-                bearer,
-                checked: std::time::Instant::now(),
-            }),
+            loaded: Mutex::new(loaded),
         }))
     }
 
@@ -164,21 +199,8 @@ impl Credential {
                     return loaded.bearer.clone();
                 }
                 loaded.checked = std::time::Instant::now();
-                let stamp = Stamp::of(path).ok();
-                if stamp.is_some() && stamp != loaded.stamp {
-                    match read_key_file(path).and_then(Bearer::new) {
-                        Ok(bearer) => {
-                            tracing::info!(path = %path.display(), "read the API key file again after it changed");
-                            loaded.bearer = bearer;
-                        }
-                        Err(err) => {
-                            tracing::warn!(error = %err, "the changed API key file holds no usable key; the previous key stays in use");
-                        }
-                    }
-                    loaded.stamp = stamp;
-                } else if stamp.is_none() && loaded.stamp.is_some() {
-                    tracing::warn!(path = %path.display(), "the API key file cannot be read; the previous key stays in use");
-                    loaded.stamp = None;
+                if loaded.refresh(path) {
+                    tracing::info!(path = %path.display(), "read the API key file again after it changed");
                 }
                 loaded.bearer.clone()
             }
