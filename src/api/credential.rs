@@ -91,9 +91,16 @@ impl Loaded {
     /// and missed until the file changed again). A file that yields no usable key leaves the
     /// key in use (a warning once per file version).
     fn refresh(&mut self, path: &Path) -> bool {
+        self.refresh_with(path, || {})
+    }
+
+    /// [`Self::refresh`], running `between` after the stamp and before the read (a test
+    /// changes the file there).
+    fn refresh_with(&mut self, path: &Path, between: impl FnOnce()) -> bool {
         let stamp = Stamp::of(path).ok();
         let mut read = false;
         if stamp.is_some() && stamp != self.stamp {
+            between();
             match read_key_file(path).and_then(Bearer::new) {
                 Ok(bearer) => {
                     self.bearer = bearer;
@@ -278,6 +285,30 @@ mod tests {
         std::fs::rename(&next, &path).unwrap();
         let c = Credential::file(path.clone(), initial, std::time::Duration::ZERO).unwrap();
         assert_eq!(header(&c), "Bearer other-key");
+    }
+
+    /// A change between a check's stamp and its read is read again at the next check (read
+    /// first and stamped after, the change would be taken for the version read and missed).
+    #[test]
+    fn a_change_during_a_check_is_read_at_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api-key");
+        std::fs::write(&path, "first-key").unwrap();
+        let mut loaded = Loaded {
+            stamp: None,
+            bearer: Bearer::new(SecretString::from("initial")).unwrap(),
+            checked: std::time::Instant::now(),
+        };
+        let next = dir.path().join(".next");
+        assert!(loaded.refresh_with(&path, || {
+            std::fs::write(&next, "second-key").unwrap();
+            std::fs::rename(&next, &path).unwrap();
+        }));
+        assert!(
+            loaded.refresh(&path),
+            "the change is seen at the next check"
+        );
+        assert_eq!(loaded.bearer.header.to_str().unwrap(), "Bearer second-key");
     }
 
     /// Within the check interval the file is not looked at (with a zero interval, as in
