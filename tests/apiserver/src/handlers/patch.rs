@@ -1,7 +1,8 @@
 //! PATCH in the four formats kube-apiserver takes (Kubernetes API concepts, "Patch" and
 //! "Server-Side Apply"): JSON merge patch, JSON patch, strategic merge patch (built-ins only; 415
 //! for custom resources) and apply patches (`fieldManager` required, `force`, 201 when created,
-//! 409 on field-ownership conflicts).
+//! 409 on field-ownership conflicts). Any of them carrying a `metadata.resourceVersion` that is
+//! not the stored one gets 409 Conflict.
 
 use std::sync::Arc;
 
@@ -142,6 +143,16 @@ pub(crate) fn patch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
                 meta_mut(&mut applied).insert("name".into(), json!(name));
             }
         }
+        // An applied `metadata.resourceVersion` is a precondition, as in kube-apiserver: its
+        // apply handler (k8s.io/apiserver `pkg/endpoints/handlers/patch.go`) hands the merged
+        // object, which keeps the applied resourceVersion, to the registry's Update
+        // (`pkg/registry/generic/registry/store.go`), which answers 409 Conflict when it is not
+        // the stored one; for the status subresource too (apiextensions-apiserver's
+        // `customresource/status_strategy.go` relies on that check having run).
+        let precondition = applied["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
         let live_ext = old.as_ref().map(|o| to_external(&rr.rt, o));
         let schema = rr.rt.custom().and_then(|c| c.schema.as_ref());
         let merged = p::server_side_apply(
@@ -167,7 +178,10 @@ pub(crate) fn patch(shared: &Arc<Shared>, rr: &ResourceRequest) -> Result<Respon
                 Ok(json_with_warnings(201, &served(rr, &obj), &warnings))
             }
             Some(old) => {
-                let new = to_internal(&rr.rt, &merged);
+                let mut new = to_internal(&rr.rt, &merged);
+                if let Some(rv) = precondition {
+                    meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
+                }
                 check_rv(rr, &name, &old, &new)?;
                 let (obj, warnings) = finish_update(
                     &mut st,

@@ -6,7 +6,7 @@ use common::{Raw, server_with_widgets, widget, widgets};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn rv(o: &impl ResourceExt) -> u64 {
     o.resource_version().unwrap().parse().unwrap()
@@ -154,6 +154,70 @@ async fn stale_resource_version_is_conflict_and_missing_one_is_invalid() {
         kube::Error::Api(s) => assert_eq!(s.code, 409),
         e => panic!("unexpected {e}"),
     }
+}
+
+/// A server-side apply carrying `metadata.resourceVersion` writes only over that version, on the
+/// object and on its status subresource: a stale one is 409 Conflict and changes nothing (what
+/// controllers rely on to never write from a stale cached copy).
+#[tokio::test]
+async fn apply_with_a_stale_resource_version_is_conflict() {
+    let (_s, client) = server_with_widgets().await;
+    let api = widgets(&client, "test");
+    let created = api
+        .create(&PostParams::default(), &widget("a", "a.example.com"))
+        .await
+        .unwrap();
+    let ssa = PatchParams::apply("test").force();
+    let applied = |rv: Option<String>, part: Value| {
+        let mut body = json!({
+            "apiVersion": "example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "a", "resourceVersion": rv},
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(part.as_object().unwrap().clone());
+        Patch::Apply(body)
+    };
+    let status = |n: i64| json!({"status": {"observedGeneration": n}});
+    let spec = |n: i64| json!({"spec": {"size": n}});
+    let current = api
+        .patch_status("a", &ssa, &applied(created.resource_version(), status(1)))
+        .await
+        .unwrap();
+    assert_eq!(current.data["status"]["observedGeneration"], 1);
+
+    let stale_status = api
+        .patch_status("a", &ssa, &applied(created.resource_version(), status(7)))
+        .await;
+    let stale_spec = api
+        .patch("a", &ssa, &applied(created.resource_version(), spec(7)))
+        .await;
+    for (what, answer) in [("status", stale_status), ("spec", stale_spec)] {
+        match answer.unwrap_err() {
+            kube::Error::Api(s) => {
+                assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{what}");
+                assert!(s.message.contains("has been modified"), "{}", s.message);
+            }
+            e => panic!("unexpected {e}"),
+        }
+    }
+    let unchanged = api.get("a").await.unwrap();
+    assert_eq!(unchanged.resource_version(), current.resource_version());
+    assert_eq!(unchanged.data["status"]["observedGeneration"], 1);
+    assert_eq!(unchanged.data["spec"]["size"], 2);
+
+    // The current version, or none at all, is accepted.
+    let resized = api
+        .patch("a", &ssa, &applied(current.resource_version(), spec(8)))
+        .await
+        .unwrap();
+    assert_eq!(resized.data["spec"]["size"], 8);
+    let unconditional = api
+        .patch_status("a", &ssa, &applied(None, status(9)))
+        .await
+        .unwrap();
+    assert_eq!(unconditional.data["status"]["observedGeneration"], 9);
 }
 
 #[tokio::test]
