@@ -160,8 +160,8 @@ async fn idle_resync_reads_only_list_pages() {
     .await;
 
     assert_idle_resync(&env, "after creating").await;
-    // The same after a restart: the new process reads each object from Kubernetes once (its
-    // detail only when due), then resyncs from its cache.
+    // The same after a restart: the new process resyncs from its cache, reading no object from
+    // Kubernetes (and details only when due).
     env.restart_operator().await;
     assert_idle_resync(&env, "after a restart").await;
     env.stop().await;
@@ -685,16 +685,23 @@ async fn api_rejection_stalls_until_the_spec_changes() {
             .count()
     };
     assert_eq!(posts(), 1, "a rejected create is not retried");
+    // The Warning follows the status that holds the stall.
     let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
-    let list = events.list(&Default::default()).await.unwrap();
-    assert!(
-        list.items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("ApiRejected")
-                && e.type_.as_deref() == Some("Warning")),
-        "{:?}",
-        list.items
-    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = events.list(&Default::default()).await.unwrap();
+        if list.items.iter().any(|e| {
+            e.reason.as_deref() == Some("ApiRejected") && e.type_.as_deref() == Some("Warning")
+        }) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no ApiRejected Warning within 30 s: {:?}",
+            list.items
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     keys.patch(
         "ci",
         &PatchParams::default(),

@@ -118,15 +118,21 @@ where
     result
 }
 
-/// The error policy of every controller: retryable errors back off per object (exponential,
-/// capped, jittered); errors that only a change of the resource can fix (a 400 from the
-/// service, a malformed object) wait for that change; the others (a 401, an object gone at
-/// the service, an unreadable answer) are checked again at the next resync.
+/// The error policy of every controller: a conflict (the cached copy was stale, see
+/// [`super::revision`]) is tried again shortly, without a warning; retryable errors back off per
+/// object (exponential, capped, jittered); errors that only a change of the resource can fix (a
+/// 400 from the service, a malformed object) wait for that change; the others (a 401, an object
+/// gone at the service, an unreadable answer) are checked again at the next resync.
 pub fn error_policy<K: ResourceExt>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = super::context::object_key(obj.as_ref());
+    let uid = super::context::object_uid(obj.as_ref());
+    if error.is_conflict() {
+        tracing::debug!(object = %key, "the cached copy is stale; reconciling again from a newer one");
+        return Action::requeue(ctx.conflict_backoff(&uid));
+    }
     tracing::warn!(object = %key, category = error.category(), error = %error, "reconcile failed");
     if error.is_retryable() {
-        Action::requeue(ctx.failure_backoff(&super::context::object_uid(obj.as_ref())))
+        Action::requeue(ctx.failure_backoff(&uid))
     } else if error.needs_change() {
         Action::await_change()
     } else {

@@ -10,7 +10,6 @@ use kube::{Resource, ResourceExt};
 use super::cache::AccountCache;
 use super::detail::DetailSchedule;
 use super::metrics::Metrics;
-use super::status_writes::StatusLedger;
 
 /// Longest Event note kube-apiserver accepts, in bytes: `NoteLengthLimit` of k8s.io/kubernetes
 /// `pkg/apis/core/validation/events.go`, checked on every Event with an `eventTime` (all
@@ -86,8 +85,6 @@ pub struct Context {
     stalled: Mutex<HashMap<String, Option<i64>>>,
     /// When each object's detail-only fields are due for a read.
     pub details: DetailSchedule,
-    /// This process's status writes, to tell whether a cached copy holds them.
-    pub status_writes: StatusLedger,
     /// The controllers' caches, to find resources that claim the same API object.
     pub claims: super::claims::Claims,
     /// The managed Secrets (label `app.kubernetes.io/managed-by=mailtarget-operator`), cached
@@ -133,7 +130,6 @@ impl Context {
             failures: Mutex::default(),
             stalled: Mutex::default(),
             details,
-            status_writes: StatusLedger::default(),
             claims: super::claims::Claims::default(),
             secret_cache: std::sync::OnceLock::new(),
             digest,
@@ -149,8 +145,19 @@ impl Context {
     }
 
     /// Records a failure of `key` and returns how long to wait: 1 s doubled per consecutive
-    /// failure, capped at `max_error_backoff`, with up to 20% jitter.
+    /// failure (or conflict), capped at `max_error_backoff`, with up to 20% jitter.
     pub fn failure_backoff(&self, key: &str) -> Duration {
+        self.backoff(key, Duration::from_secs(1))
+    }
+
+    /// Records a 409 Conflict of `key` (its cached copy was stale, see [`super::revision`]) and
+    /// returns how long to wait for the watch to deliver the newer copy: 100 ms doubled per
+    /// consecutive conflict (or failure), capped and jittered as failures are.
+    pub fn conflict_backoff(&self, key: &str) -> Duration {
+        self.backoff(key, Duration::from_millis(100))
+    }
+
+    fn backoff(&self, key: &str, first: Duration) -> Duration {
         let n = match self.failures.lock() {
             Ok(mut m) => {
                 let n = m.entry(key.to_string()).or_insert(0);
@@ -159,7 +166,7 @@ impl Context {
             }
             Err(_) => 1,
         };
-        let base = Duration::from_secs(1)
+        let base = first
             .checked_mul(1u32 << (n - 1).min(16))
             .unwrap_or(self.settings.max_error_backoff);
         base.min(self.settings.max_error_backoff)
@@ -190,13 +197,14 @@ impl Context {
         }
     }
 
-    /// Forgets all runtime state of `obj` (stall, failure count, detail schedule): called when
-    /// its deletion is handled, so nothing of it outlives the object.
+    /// Forgets all runtime state of `obj`, all of it keyed by UID (stall, failure and conflict
+    /// count, detail schedule): called when its deletion is handled, so nothing of it outlives
+    /// the object, and an object created again under the same name starts afresh.
     pub fn forget<K: Resource>(&self, obj: &K) {
         let uid = object_uid(obj);
         self.clear_stalled(&uid);
         self.reset_failures(&uid);
-        self.details.forget(&object_key(obj));
+        self.details.forget(&uid);
     }
 
     /// Forgets the failures of `key` after a success.

@@ -17,11 +17,12 @@ use super::accounts::usage::account_name;
 use super::accounts::{Needs, Usage};
 use super::claims::Claimant;
 use super::common::{is_paused, spec_changed};
-use super::context::{Context, object_key};
+use super::context::{Context, object_uid};
 use super::error::{Error, Result};
 use super::find::{Query, find_managed};
 use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
+use super::revision::Revision;
 use super::secrets::{self, Integrity, SecretError, SecretWrite};
 use super::status::Outcome;
 use crate::crd::conditions::now_rfc3339;
@@ -34,11 +35,14 @@ use crate::engine::{
 };
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
-/// `old` is the status as last written.
+/// `old` is the status as last written; `revision`, the version of `obj` the reconcile writes
+/// over (see [`super::revision`]): no step is sent to the service before a write or check over
+/// it succeeded.
 pub async fn converge<K: Managed>(
     obj: &K,
     ctx: &Context,
     old: &K::Status,
+    revision: &Revision,
 ) -> ConvergeResult<K::Status> {
     let mut desired = K::desired(obj).map_err(|problems| Failure::invalid_spec(&problems, old))?;
     let usage = match account_of(obj, ctx, old).await {
@@ -74,7 +78,7 @@ pub async fn converge<K: Managed>(
     };
     let found = find_managed(ctx, service, obj, old, &desired, query).await?;
     let item = found.as_ref().map(|(item, _)| item);
-    let key = object_key(obj);
+    let key = object_uid(obj);
     // Fields only a read returns, when the plan compares them: read when the status does not
     // hold them and the spec changed, and once per detail resync interval.
     let has_detail = item.is_some_and(|i| K::status_has_detail(&desired, old, i));
@@ -135,9 +139,16 @@ pub async fn converge<K: Managed>(
         && item.is_none_or(|i| K::item_exports(&plan.desired, i).is_none());
     let want_detail = needs_value || (item.is_some() && !has_detail);
     if creates {
-        identity::mark_pending(ctx, obj)
+        identity::mark_pending(ctx, obj, revision)
             .await
             .map_err(|e| Failure::kube("IdentityWriteFailed", e, old))?;
+    } else if !plan.planned.steps.is_empty() {
+        let resources =
+            Api::<K>::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
+        revision
+            .confirm(&resources, &obj.name_any())
+            .await
+            .map_err(|e| Failure::kube("VersionCheckFailed", e, old))?;
     }
     let executed = driver::execute::<K>(api, &plan, detail, want_detail).await;
     if let Some(d) = &executed.detail {

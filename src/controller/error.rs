@@ -40,9 +40,18 @@ impl Error {
         }
     }
 
-    /// A fixed label for metrics and event reasons (never built from data).
+    /// True for a Kubernetes 409 Conflict: a write carried the version of a cached copy that is
+    /// no longer the stored one (see [`super::revision`]). Not a failure: the reconcile runs
+    /// again shortly, from the newer copy.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(e) if super::revision::is_conflict(e))
+    }
+
+    /// A fixed label for metrics and event reasons (never built from data): `conflict` for
+    /// [`Self::is_conflict`].
     pub fn category(&self) -> &'static str {
         match self {
+            Error::Kube(_) if self.is_conflict() => "conflict",
             Error::Api(e) => e.category(),
             Error::Kube(_) => "kubernetes",
             Error::Finalizer(_) => "finalizer",

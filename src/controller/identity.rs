@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::context::{Context, FIELD_MANAGER};
 use super::find::Query;
+use super::revision::Revision;
 use crate::crd::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID, AdoptionPolicy,
 };
@@ -91,38 +92,46 @@ pub fn refuse_adoption(
     ))
 }
 
-fn api_of<K>(ctx: &Context, obj: &K) -> Api<K>
+/// Merge-patches the identity annotations of `obj` to `annotations` as the operator's field
+/// manager, over the version `revision` holds (see [`super::revision`]).
+async fn patch_annotations<K>(
+    ctx: &Context,
+    obj: &K,
+    annotations: serde_json::Value,
+    revision: &Revision,
+) -> Result<(), kube::Error>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
-    Api::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default())
-}
-
-/// Merge patches of the identity annotations, made as the operator's field manager.
-fn patch_params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    }
-}
-
-fn patch_annotations<K>(annotations: serde_json::Value) -> Patch<serde_json::Value>
-where
-    K: Resource<DynamicType = ()>,
-{
-    Patch::Merge(json!({
+    let mut patch = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
         "metadata": { "annotations": annotations },
-    }))
+    });
+    revision.stamp(&mut patch);
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    let written = Api::<K>::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default())
+        .patch(&obj.name_any(), &params, &Patch::Merge(patch))
+        .await?;
+    revision.advance(&written);
+    Ok(())
 }
 
 /// Marks a create of `obj`'s API object as in flight (before the POST), and forgets the
 /// external id of an object that is gone (a create replaces it): until the new id is recorded,
-/// the resource is known by the pending marker, then by `status.id`, never by a stale id.
+/// the resource is known by the pending marker, then by `status.id`, never by a stale id. The
+/// write carries the version of the copy the create was decided from: a stale copy gets 409
+/// Conflict here, before any create.
 ///
-/// Errors: the Kubernetes API's; the create must then not be sent.
-pub async fn mark_pending<K>(ctx: &Context, obj: &K) -> Result<(), kube::Error>
+/// Errors: the Kubernetes API's (409 Conflict for a stale copy); the create must then not be
+/// sent.
+pub async fn mark_pending<K>(ctx: &Context, obj: &K, revision: &Revision) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -131,13 +140,11 @@ where
 {
     let now = crate::crd::conditions::now_rfc3339();
     let marker = format!("{now} {}", pending_mac(ctx, obj, &now));
-    let patch = patch_annotations::<K>(json!({
+    let annotations = json!({
         ANNOTATION_CREATE_PENDING: marker,
         ANNOTATION_EXTERNAL_ID: null,
-    }));
-    api_of(ctx, obj)
-        .patch(&obj.name_any(), &patch_params(), &patch)
-        .await?;
+    });
+    patch_annotations(ctx, obj, annotations, revision).await?;
     fail::fail_point!(crate::failpoints::AFTER_CREATE_PENDING);
     Ok(())
 }
@@ -146,27 +153,33 @@ where
 /// (nothing was created): a later object with the same natural key is then not taken for the
 /// resource's own.
 ///
-/// Errors: the Kubernetes API's.
-pub async fn clear_pending<K>(ctx: &Context, obj: &K) -> Result<(), kube::Error>
+/// Errors: the Kubernetes API's (409 Conflict when the object changed since `revision`).
+pub async fn clear_pending<K>(
+    ctx: &Context,
+    obj: &K,
+    revision: &Revision,
+) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    let patch = patch_annotations::<K>(json!({ ANNOTATION_CREATE_PENDING: null }));
-    api_of(ctx, obj)
-        .patch(&obj.name_any(), &patch_params(), &patch)
-        .await?;
-    Ok(())
+    let annotations = json!({ ANNOTATION_CREATE_PENDING: null });
+    patch_annotations(ctx, obj, annotations, revision).await
 }
 
 /// Records `id` as `obj`'s API object in its metadata (and clears a pending create), unless it
 /// is recorded already: no request then. This is also the upgrade path of resources that
 /// recorded their id in `status.id` only.
 ///
-/// Errors: the Kubernetes API's.
-pub async fn record<K>(ctx: &Context, obj: &K, id: i64) -> Result<(), kube::Error>
+/// Errors: the Kubernetes API's (409 Conflict when the object changed since `revision`).
+pub async fn record<K>(
+    ctx: &Context,
+    obj: &K,
+    id: i64,
+    revision: &Revision,
+) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -177,12 +190,9 @@ where
     if obj.annotations().get(ANNOTATION_EXTERNAL_ID) == Some(&id) && !is_pending(obj) {
         return Ok(());
     }
-    let patch = patch_annotations::<K>(json!({
+    let annotations = json!({
         ANNOTATION_EXTERNAL_ID: id,
         ANNOTATION_CREATE_PENDING: null,
-    }));
-    api_of(ctx, obj)
-        .patch(&obj.name_any(), &patch_params(), &patch)
-        .await?;
-    Ok(())
+    });
+    patch_annotations(ctx, obj, annotations, revision).await
 }

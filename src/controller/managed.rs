@@ -20,8 +20,9 @@ use super::context::{Context, object_key, object_uid};
 use super::converge;
 use super::error::{Error, Result};
 use super::identity;
-use super::status::{Outcome, patch_status, set_conditions};
-use super::status_writes::{StatusWrite, status_digest};
+use super::revision::Revision;
+use super::revision::is_conflict;
+use super::status::{Outcome, set_conditions, write_status};
 use crate::api::ApiError;
 use crate::crd::FINALIZER;
 use crate::engine::{ManagedKind, ManagedStatus};
@@ -226,7 +227,6 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
                 Finalizer::Cleanup(o) => {
                     ctx.forget(o.as_ref());
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
-                    ctx.status_writes.record(&object_key(o.as_ref()), None);
                     if let Some(id) = o.recorded_id()
                         && ctx
                             .claims
@@ -274,59 +274,22 @@ async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Err
     let mut status = K::status(obj);
     set_conditions(status.conditions_mut(), &outcome, obj.meta().generation);
     status.set_observed_generation(obj.meta().generation);
-    if let Err(write) = patch_status(api, &obj.name_any(), &status).await {
-        tracing::warn!(error = %write, "cannot report the failed deletion in status");
+    match write_status(api, &obj.name_any(), &status, &Revision::of(obj)).await {
+        // A newer copy is on its way: the deletion is decided again from it.
+        Err(write) if is_conflict(&write) => return Error::Kube(write),
+        Err(write) => tracing::warn!(error = %write, "cannot report the failed deletion in status"),
+        Ok(_) => {}
     }
     if e.needs_change() {
-        // Not tried again for this generation (this status write triggers a reconcile too).
+        // Not tried again for this generation.
         ctx.mark_stalled(&object_uid(obj), obj.meta().generation);
     }
     e
 }
 
-/// What writing the status of `written` produced.
-fn status_write<K: Managed>(written: &K) -> StatusWrite {
-    StatusWrite {
-        resource_version: written.meta().resource_version.clone(),
-        digest: status_digest(&K::status(written)),
-    }
-}
-
 async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Action> {
     let name = obj.name_any();
-    // The controller's cached copy can predate this operator's last status write (a Secret
-    // event may start the next reconcile before the watch delivers that write). A status built
-    // from it would drop fields such as `status.id` (server-side apply removes the fields its
-    // manager stops sending), so the object is read again first, unless the cached copy holds
-    // that write: the very version it produced (a resync, or the reconcile the write itself
-    // triggered) or a later one with the same status (a spec change).
     let key = object_key(obj);
-    if ctx
-        .status_writes
-        .is_earlier(&key, obj.meta().resource_version.as_deref())
-    {
-        // The cached copy is the version of an earlier status write of this operator: the watch
-        // has yet to deliver the last one, whose event reconciles the object again (with the
-        // resync scheduled then). Nothing to do on this copy, and no read.
-        return Ok(Action::await_change());
-    }
-    let fresh;
-    let obj = if ctx
-        .status_writes
-        .holds_last(&key, obj.meta().resource_version.as_deref(), || {
-            status_digest(&K::status(obj))
-        }) {
-        obj
-    } else {
-        let Some(read) = api.get_opt(&name).await? else {
-            return Ok(Action::await_change());
-        };
-        // The fresh copy holds every status write so far: later copies of this version (the
-        // resyncs after an operator restart, which wrote nothing yet) need no read.
-        ctx.status_writes.record(&key, Some(status_write(&read)));
-        fresh = read;
-        &fresh
-    };
     let generation = obj.meta().generation;
     let uid = object_uid(obj);
     if ctx.is_stalled(&uid, generation) {
@@ -334,6 +297,10 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         // can help, so status updates and Secret events do not trigger new API calls.
         return Ok(Action::await_change());
     }
+    // `obj` is the controller's cached copy, which can predate this operator's last write: each
+    // write below carries its version, and a stale copy gets 409 Conflict before it writes
+    // anything, to Kubernetes or to the service (see `revision`).
+    let revision = Revision::of(obj);
     let old = K::status(obj);
     if old.conditions().is_empty() {
         // Flux and Argo CD must never see a new object as done: Ready=False comes first.
@@ -343,14 +310,19 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
             message: "first reconcile".into(),
         };
         set_conditions(first.conditions_mut(), &outcome, generation);
-        let written = patch_status(api, &name, &first).await?;
-        ctx.status_writes.record(&key, Some(status_write(&written)));
+        write_status(api, &name, &first, &revision).await?;
     }
-    let converged = match ctx.claims.owner(&ctx.accounts, obj, None).await {
+    let mut converged = match ctx.claims.owner(&ctx.accounts, obj, None).await {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
-        None => converge::converge(obj, ctx, &old).await,
+        None => converge::converge(obj, ctx, &old, &revision).await,
     };
     fail::fail_point!(crate::failpoints::AFTER_CONVERGE);
+    if let Err(f) = &mut converged
+        && let Some(stale) = f.error.take_if(|e| e.is_conflict())
+    {
+        // The copy is stale: nothing of this reconcile is written or reported.
+        return Err(stale);
+    }
     let converged_ok = converged.is_ok();
     let (outcome, mut status, error, requeue, recheck_at_resync, routine, create_refused) =
         match converged {
@@ -379,14 +351,14 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     *status.conditions_mut() = old.conditions().clone();
     status.set_observed_generation(generation);
     set_conditions(status.conditions_mut(), &outcome, generation);
-    if !outcome.is_ready() && !routine && status.conditions() != old.conditions() {
-        warn_event(ctx, obj, &outcome).await;
-    }
     // A resync that finds everything in order writes nothing (the status read at the start of
     // this reconcile is the one to keep).
     if serde_json::to_value(&status).ok() != serde_json::to_value(&old).ok() {
-        let written = patch_status(api, &name, &status).await?;
-        ctx.status_writes.record(&key, Some(status_write(&written)));
+        write_status(api, &name, &status, &revision).await?;
+    }
+    // Reported once the status holds it (a stale copy's outcome never is).
+    if !outcome.is_ready() && !routine && status.conditions() != old.conditions() {
+        warn_event(ctx, obj, &outcome).await;
     }
     // The identity of the managed object lives in metadata (see `identity`): recorded once,
     // and after each create, where the same patch clears the pending marker. Written after the
@@ -400,12 +372,12 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         && obj.writes()
         && converged_ok
     {
-        identity::record(ctx, obj, id).await?;
+        identity::record(ctx, obj, id, &revision).await?;
     }
     // A create the service refused for certain created nothing: the pending marker it wrote
     // (after `obj` was read, so not visible in it) goes.
     if create_refused && status.id().is_none() {
-        identity::clear_pending(ctx, obj).await?;
+        identity::clear_pending(ctx, obj, &revision).await?;
     }
     let waits_for_change = matches!(&outcome, Outcome::Stalled { .. }) && !recheck_at_resync;
     if waits_for_change {
@@ -414,7 +386,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         ctx.clear_stalled(&uid);
     }
     ctx.metrics
-        .set_ready(K::KIND, key.clone(), Some(outcome.is_ready()));
+        .set_ready(K::KIND, key, Some(outcome.is_ready()));
     if let Some(e) = error {
         return Err(e);
     }

@@ -1,7 +1,8 @@
 //! Prometheus metrics of the operator (prometheus-client, OpenMetrics text on `/metrics`):
 //!
 //! - `mailtarget_reconciles_total{kind, result}`: reconciles by kind and result
-//!   (`success` or an error category);
+//!   (`success`, an error category, or `conflict`: the cached copy was older than the object,
+//!   nothing was written and the reconcile runs again shortly, not a failure);
 //! - `mailtarget_reconcile_duration_seconds{kind}`: reconcile duration histogram;
 //! - `mailtarget_api_requests_total{endpoint, code}`: requests to the service by endpoint template
 //!   (`POST /api-key`) and HTTP status code (`none` when no answer came);

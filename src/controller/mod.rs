@@ -17,10 +17,10 @@ pub mod managed;
 pub mod metrics;
 pub mod namespaces;
 pub mod readiness;
+pub mod revision;
 pub mod secrets;
 pub mod server;
 pub mod status;
-pub mod status_writes;
 mod triggers;
 
 use std::net::SocketAddr;

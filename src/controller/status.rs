@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::context::FIELD_MANAGER;
+use super::revision::Revision;
 use crate::crd::conditions::{self, Condition, FALSE, READY, RECONCILING, STALLED, TRUE};
 
 /// The outcome of a reconcile as the conditions express it.
@@ -114,8 +115,9 @@ pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: 
 }
 
 /// Writes `status` of `name` with server-side apply under the operator's field manager
-/// (the status subresource; `force` takes ownership from earlier managers). Returns the object
-/// as the write left it (its `metadata.resourceVersion` is the version the write produced).
+/// (the status subresource; `force` takes ownership from earlier managers), whatever version the
+/// object has. Returns the object as the write left it (its `metadata.resourceVersion` is the
+/// version the write produced).
 ///
 /// Errors: the Kubernetes API's error.
 pub async fn patch_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<K, kube::Error>
@@ -123,11 +125,47 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     S: Serialize,
 {
-    let patch = json!({
+    send_status(api, name, status_patch::<K, S>(status)).await
+}
+
+/// Writes `status` of `name` as [`patch_status`] does, over the version `revision` holds (see
+/// [`super::revision`]), and takes the version the write produced into `revision`.
+///
+/// Errors: the Kubernetes API's error; 409 Conflict when the object changed since that version
+/// (nothing is written).
+pub async fn write_status<K, S>(
+    api: &Api<K>,
+    name: &str,
+    status: &S,
+    revision: &Revision,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    S: Serialize,
+{
+    let mut patch = status_patch::<K, S>(status);
+    revision.stamp(&mut patch);
+    let written = send_status(api, name, patch).await?;
+    revision.advance(&written);
+    Ok(written)
+}
+
+fn status_patch<K: Resource<DynamicType = ()>, S: Serialize>(status: &S) -> serde_json::Value {
+    json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
         "status": status,
-    });
+    })
+}
+
+async fn send_status<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<K, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
     api.patch_status(
         name,
         &PatchParams::apply(FIELD_MANAGER).force(),

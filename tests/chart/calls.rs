@@ -1,6 +1,6 @@
 //! Derives the Kubernetes API calls the operator really makes: runs it in-process against the
 //! test API server and the simulator through a scenario that exercises every path (create,
-//! adopt through a reference, DNS verification, a deleted Secret written again, deletion with
+//! adopt through a reference, a reference to a SubAccount not yet there, DNS verification, a deleted Secret written again, deletion with
 //! finalizers, leader election, a ClusterAccount and an Account checked), records each request its client sends, and checks every one
 //! is a call of the table in `rbac.rs` (and so is allowed by the chart's RBAC, which the
 //! `rbac` tests check against the same table).
@@ -285,6 +285,18 @@ async fn operator_requests() -> Vec<Sent> {
     })
     .await;
 
+    // A key whose SubAccount does not exist: absent from the SubAccount cache, it is read from
+    // the API (404), and the key waits for it.
+    create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: waiting}\nspec: {secretName: waiting-key, subAccountRef: {name: later}}\n").await;
+    wait_for(&keys, "waiting", "ReferenceNotReady", |k: &ApiKey| {
+        k.status.as_ref().is_some_and(|st| {
+            st.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.reason == "ReferenceNotReady")
+        })
+    })
+    .await;
+
     // A deleted key Secret is written again (watch of owned Secrets, then server-side apply).
     let old = secrets.get("ci-key").await.expect("the ci-key Secret");
     secrets
@@ -298,7 +310,7 @@ async fn operator_requests() -> Vec<Sent> {
     .await;
 
     // Deletion: finalizers removed after cleanup.
-    for name in ["ci", "sender"] {
+    for name in ["ci", "sender", "waiting"] {
         let uid = keys.get(name).await.expect("key").uid().unwrap_or_default();
         keys.delete(name, &DeleteParams::default())
             .await

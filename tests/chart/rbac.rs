@@ -112,42 +112,28 @@ pub const CALLS: &[Call] = &[
         "subaccounts",
         "get",
         W,
-        "controller::managed::apply reads the object afresh; controller::converge reads the SubAccount of spec.subAccountRef",
-    ),
-    call(
-        MT,
-        "apikeys",
-        "get",
-        W,
-        "controller::managed::apply reads the object afresh before writing status",
-    ),
-    call(
-        MT,
-        "sendingdomains",
-        "get",
-        W,
-        "controller::managed::apply reads the object afresh before writing status",
+        "controller::converge reads the SubAccount of spec.subAccountRef when the SubAccount cache lacks it",
     ),
     call(
         MT,
         "subaccounts",
         "patch",
         W,
-        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch)",
+        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch); controller::identity and controller::revision: identity annotations and the version check (merge patches)",
     ),
     call(
         MT,
         "apikeys",
         "patch",
         W,
-        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch)",
+        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch); controller::identity and controller::revision: identity annotations and the version check (merge patches)",
     ),
     call(
         MT,
         "sendingdomains",
         "patch",
         W,
-        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch)",
+        "kube::runtime::finalizer: adds/removes mailtarget.co/finalizer (JSON patch); controller::identity and controller::revision: identity annotations and the version check (merge patches)",
     ),
     call(
         MT,
@@ -553,13 +539,13 @@ fn table_matches_the_crds() {
         assert_eq!(crd.spec.group, MT);
         let plural = crd.spec.names.plural.as_str();
         resources.insert(plural.to_string());
-        // The managed kinds are read afresh and carry a finalizer; the account kinds are only
-        // watched (their status aside).
-        let account = matches!(plural, "clusteraccounts" | "accounts");
-        let verbs: &[&str] = if account {
-            &["list", "watch"]
-        } else {
-            &["get", "list", "watch", "patch"]
+        // The managed kinds carry a finalizer and identity annotations, and a SubAccount is read
+        // when its cache lacks one a reference names; the account kinds are only watched (their
+        // status aside).
+        let verbs: &[&str] = match plural {
+            "clusteraccounts" | "accounts" => &["list", "watch"],
+            "subaccounts" => &["get", "list", "watch", "patch"],
+            _ => &["list", "watch", "patch"],
         };
         for verb in verbs {
             assert!(

@@ -171,13 +171,14 @@ derives the operator's API calls and checks these rules allow each of them and n
 - apiGroups: ["mailtarget.co"]
   resources: ["accounts/status"]
   verbs: ["patch"]
-# Each reconcile reads its object afresh before writing status (the watch cache can lag behind
-# the operator's own last status write); the ApiKey reconciler also reads the SubAccount named
-# by spec.subAccountRef.
+# A resource naming a SubAccount in spec.subAccountRef reads it when the SubAccount cache lacks
+# it (not created yet, another shard).
 - apiGroups: ["mailtarget.co"]
-  resources: ["subaccounts", "apikeys", "sendingdomains"]
+  resources: ["subaccounts"]
   verbs: ["get"]
-# The finalizer mailtarget.co/finalizer is added and removed with a JSON patch of the object.
+# The finalizer mailtarget.co/finalizer is added and removed with a JSON patch of the object; the
+# identity annotations (mailtarget.co/external-id, mailtarget.co/create-pending) are written, and
+# the object's resourceVersion checked before a call to the service, with merge patches.
 - apiGroups: ["mailtarget.co"]
   resources: ["subaccounts", "apikeys", "sendingdomains"]
   verbs: ["patch"]
