@@ -346,10 +346,15 @@ async fn adoption_by_name_and_annotation() {
     env.stop().await;
 }
 
-/// A deleted Secret, and an altered one, are written again.
+/// A deleted Secret, and an altered one, are written again at once, not at the next resync
+/// (five minutes away here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_deleted_or_altered_is_restored() {
-    let env = Env::start().await;
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(300),
+        ..Default::default()
+    })
+    .await;
     let keys: Api<ApiKey> = env.api();
     create(&keys, CI_KEY).await;
     wait_for(&keys, "ci", "Ready", key_ready).await;

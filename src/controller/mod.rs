@@ -43,7 +43,7 @@ pub use context::{Context, Settings};
 pub use error::{Error, Result};
 pub use lifecycle::{run, run_elected, shutdown_signal};
 use metrics::Metrics;
-use triggers::{ReferencingKeys, SecretOwners, touched};
+use triggers::{ReferencingKeys, SecretOwners, own_changes, touched};
 
 /// Output format of the logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -286,13 +286,18 @@ impl Operator {
             });
 
         // The ApiKey controller's cache, read by the SubAccount watch below to find the keys
-        // that reference a changed sub account.
+        // that reference a changed sub account. Each cache takes every version of its objects;
+        // only the changes that are inputs to a reconcile start one (`own_changes`: not the
+        // operator's status writes).
         let (keys_store, keys_writer) = reflector::store::<ApiKey>();
         let _ = self.ctx.claims.api_keys.set(keys_store.clone());
-        let key_events = until_stopped(self.cached_watch(keys_writer), stop()).applied_objects();
+        let key_events = until_stopped(self.cached_watch(keys_writer), stop())
+            .applied_objects()
+            .predicate_filter(own_changes(), Default::default());
 
         // SubAccounts are watched once: the watch fills the SubAccount controller's cache and,
-        // after the cache holds a change, triggers the ApiKeys that reference the sub account.
+        // after the cache holds a change (any change: a status that gets the sub account's id
+        // too), triggers the ApiKeys that reference the sub account.
         // An ApiKey waiting for its sub account's id thus always finds it in that cache (with a
         // separate watch of its own, it could run ahead of the cache and need a GET).
         let (subs_store, subs_writer) = reflector::store::<SubAccount>();
@@ -304,7 +309,8 @@ impl Operator {
                     referencing_keys.trigger(sub);
                 }
             })
-            .applied_objects();
+            .applied_objects()
+            .predicate_filter(own_changes(), Default::default());
         // Each controller also reconciles the resources of an account whose check changed.
         let sub_accounts = Controller::for_stream(sub_events, subs_store.clone())
             .reconcile_on(subs_trigger)
@@ -333,8 +339,9 @@ impl Operator {
 
         let (domains_store, domains_writer) = reflector::store::<SendingDomain>();
         let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
-        let domain_events =
-            until_stopped(self.cached_watch(domains_writer), stop()).applied_objects();
+        let domain_events = until_stopped(self.cached_watch(domains_writer), stop())
+            .applied_objects()
+            .predicate_filter(own_changes(), Default::default());
         let domains = Controller::for_stream(domain_events, domains_store.clone())
             .reconcile_on(domains_trigger)
             .reconcile_on(

@@ -1,14 +1,50 @@
-//! Reconciles started by a change to another object than the resource itself, routed from the
-//! one watch of that object's kind after its cache holds the change (as `Controller::owns` and
-//! `Controller::watches` would, without a watch of their own).
+//! What starts a reconcile: the changes of a resource that are inputs to it ([`own_changes`]),
+//! and changes to other objects, routed from the one watch of that object's kind after its cache
+//! holds the change (as `Controller::owns` and `Controller::watches` would, without a watch of
+//! their own; kube-runtime's shared streams would do so too but never deliver a deletion).
+
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{Predicate, predicates, watcher};
+use kube::{Resource, ResourceExt};
 
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
+
+/// The changes of a managed resource that start its reconcile, as a kube-runtime predicate (for
+/// `WatchStreamExt::predicate_filter`): its generation (the spec; the API server also bumps it
+/// when a deletion starts), its finalizers, its `deletionTimestamp`, and its `mailtarget.co/`
+/// annotations (pause, adoption policy, external id, pending create). Nothing else does, the
+/// operator's own status writes least of all: status is the reconcile's output. A reconcile
+/// after a requeue or a trigger can still find a cached copy older than the operator's last
+/// write; [`super::revision`] makes that safe.
+pub(super) fn own_changes<K: Resource>() -> impl Predicate<K> {
+    predicates::generation::<K>
+        .combine(predicates::finalizers::<K>)
+        .combine(deleting::<K>)
+        .combine(operator_annotations::<K>)
+}
+
+fn hash(value: &impl Hash) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+fn deleting<K: Resource>(obj: &K) -> Option<u64> {
+    hash(&obj.meta().deletion_timestamp.is_some())
+}
+
+fn operator_annotations<K: Resource>(obj: &K) -> Option<u64> {
+    let ours: Vec<(&String, &String)> = obj
+        .annotations()
+        .iter()
+        .filter(|(k, _)| k.starts_with("mailtarget.co/"))
+        .collect();
+    hash(&ours)
+}
 
 /// The object a watch event applied or deleted (`None` for list boundaries and errors): what
 /// starts the reconciles of the objects that depend on it.
@@ -111,6 +147,83 @@ impl ReferencingKeys {
                     .api_keys
                     .unbounded_send(ObjectRef::from_obj(key.as_ref()));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn key() -> ApiKey {
+        serde_yaml::from_str(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: k\n  namespace: ns\n  generation: 1\n  annotations: {note: a}\nspec: {name: k, secretName: s}\n",
+        )
+        .unwrap()
+    }
+
+    /// A managed Secret's deletion starts its owner's reconcile, as its changes do (so that it
+    /// is written again at once): the reason this router exists, as kube-runtime's shared
+    /// streams deliver no deletion.
+    #[test]
+    fn a_deleted_secret_triggers_its_owner() {
+        let secret: Secret = serde_yaml::from_str(
+            "metadata:\n  name: ci-key\n  namespace: ns\n  ownerReferences:\n  - {apiVersion: mailtarget.co/v1alpha1, kind: ApiKey, name: ci, uid: u1}\n  - {apiVersion: v1, kind: ConfigMap, name: other, uid: u2}\n",
+        )
+        .unwrap();
+        let (owners, mut subs, mut keys, mut domains) = SecretOwners::channels();
+        for event in [
+            watcher::Event::Delete(secret.clone()),
+            watcher::Event::Apply(secret.clone()),
+        ] {
+            let event = Ok(event);
+            owners.trigger(touched(&event).expect("a touched Secret"));
+            let routed = keys.try_recv().expect("routed");
+            assert_eq!(routed, ObjectRef::new("ci").within("ns"));
+        }
+        assert!(touched::<Secret>(&Ok(watcher::Event::InitDone)).is_none());
+        assert!(subs.try_recv().is_err(), "no SubAccount named");
+        assert!(domains.try_recv().is_err(), "no SendingDomain named");
+    }
+
+    /// A status write, or any other annotation, starts no reconcile; the spec (generation), the
+    /// finalizers, a deletion and each `mailtarget.co/` annotation do.
+    #[test]
+    fn only_inputs_start_a_reconcile() {
+        let predicate = own_changes::<ApiKey>();
+        let before = predicate.hash_property(&key());
+        let same = |change: &dyn Fn(&mut ApiKey)| {
+            let mut k = key();
+            change(&mut k);
+            predicate.hash_property(&k) == before
+        };
+        assert!(same(&|k| {
+            k.status = Some(Default::default());
+            k.metadata.resource_version = Some("9".into());
+        }));
+        assert!(same(&|k| {
+            k.annotations_mut().insert("note".into(), "b".into());
+        }));
+        assert!(!same(&|k| k.metadata.generation = Some(2)));
+        assert!(!same(&|k| k
+            .finalizers_mut()
+            .push("mailtarget.co/finalizer".into())));
+        assert!(!same(&|k| {
+            k.metadata.deletion_timestamp = Some(Time(Default::default()));
+        }));
+        for annotation in [
+            "mailtarget.co/paused",
+            "mailtarget.co/adoption-policy",
+            "mailtarget.co/external-id",
+            "mailtarget.co/create-pending",
+        ] {
+            assert!(
+                !same(&|k| {
+                    k.annotations_mut().insert(annotation.into(), "x".into());
+                }),
+                "{annotation}"
+            );
         }
     }
 }
