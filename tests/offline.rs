@@ -273,6 +273,7 @@ async fn simulate_flag_and_missing_key() {
 const HEADER_KEY: &str = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: k\n";
 const HEADER_DOMAIN: &str =
     "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n";
+const HEADER_CLUSTER_ACCOUNT: &str = "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata:\n  name: shared\nspec:\n  credentials: {secretRef: {name: mt}}\n";
 const HEADER_SUB: &str =
     "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: s\n";
 
@@ -304,6 +305,8 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: other\nspec:\n  name: k\n  secretName: s2\n"), "spec.name", "also claimed by ApiKey \"k\""),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\n{HEADER_KEY}spec:\n  secretName: s\n"), "metadata.name", "also defined at"),
         ("kind: [unclosed\n".into(), "", "not valid YAML"),
+        (format!("{HEADER_CLUSTER_ACCOUNT}  namespaceSelector: {{matchExpressions: [{{key: team, operator: Near, values: [a]}}]}}\n"), "spec.namespaceSelector.matchExpressions[0].operator", "\"Near\""),
+        (format!("{HEADER_CLUSTER_ACCOUNT}  adoptionNamespaceSelector: {{matchExpressions: [{{key: team, operator: In}}]}}\n"), "spec.adoptionNamespaceSelector.matchExpressions[0].values", "In"),
     ];
     let sim = simulator().await;
     let dir = tempfile::tempdir().unwrap();
