@@ -93,6 +93,7 @@ async fn create_shard(kube: &kube::Client, shard: Option<&str>) {
 /// One in-process operator instance scoped to `shard=<shard>`.
 struct Instance {
     metrics: Arc<Metrics>,
+    ctx: Arc<mailtarget_operator::controller::Context>,
     stop: oneshot::Sender<()>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -104,17 +105,20 @@ fn start_instance(kube: &kube::Client, sim: &Simulator, shard: &str) -> Instance
         &format!("instance-{shard}"),
         Vec::new(),
         Some(format!("shard={shard}")),
+        None,
     )
 }
 
 /// One in-process operator instance named `identity`, watching `namespaces` (empty: all) and
-/// objects matching `selector`.
+/// objects matching `selector`, reading ClusterAccount Secrets in `cluster_resource_namespace`
+/// (`None`: the client's default namespace, `default`).
 fn start_scoped(
     kube: &kube::Client,
     sim: &Simulator,
     identity: &str,
     namespaces: Vec<String>,
     selector: Option<String>,
+    cluster_resource_namespace: Option<&str>,
 ) -> Instance {
     let metrics = Arc::new(Metrics::default());
     let settings = Settings {
@@ -132,13 +136,16 @@ fn start_scoped(
         settings,
         identity.to_string(),
     )
-    .scoped(namespaces, selector);
+    .scoped(namespaces, selector)
+    .with_cluster_resource_namespace(cluster_resource_namespace.map(str::to_owned));
+    let ctx = operator.context();
     let (stop, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(operator.run(async move {
         let _ = rx.await;
     }));
     Instance {
         metrics,
+        ctx,
         stop,
         task,
     }
@@ -344,6 +351,7 @@ async fn one_instance_watches_only_its_namespaces() {
         "instance-ab",
         vec!["team-a".to_string(), "team-b".to_string()],
         None,
+        None,
     );
     wait_namespace_ready(&kube, "team-a").await;
     create_namespace_objects(&kube, "team-b").await;
@@ -401,6 +409,113 @@ async fn one_instance_watches_only_its_namespaces() {
         .await
         .expect("the operator stopped in time")
         .expect("the operator's task did not panic");
+}
+
+/// Reconciles of `kind` an instance finished, whatever their result.
+fn reconciles(metrics: &Metrics, kind: &str) -> u64 {
+    let kind = format!("kind=\"{kind}\"");
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("mailtarget_reconciles_total{") && l.contains(&kind))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Two instances sharded over namespaces, each reading ClusterAccount Secrets in its own
+/// namespace, both check the ClusterAccount whose Secret only one of them holds: each uses its
+/// own result, and the status shows the check of the instance that found the Secret, written
+/// once and never flipped by the other one's checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_instances_do_not_flip_a_cluster_account_status() {
+    use mailtarget_operator::controller::accounts::{AccountName, Resolved};
+    use mailtarget_operator::crd::ClusterAccount;
+    let server = TestApiServer::start().await.unwrap();
+    let kube = server.client();
+    install_crds(&kube).await;
+    let namespaces: Api<Namespace> = Api::all(kube.clone());
+    for ns in ["ops-a", "ops-b", "team-a", "team-b"] {
+        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+    }
+    let sim = Simulator::start(SimulatorConfig::new(KEY)).await.unwrap();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "shared-key"},
+        "stringData": {"apiKey": KEY},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(kube.clone(), "ops-a")
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let accounts: Api<ClusterAccount> = Api::all(kube.clone());
+    common::create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: shared}}\nspec:\n  credentials: {{secretRef: {{name: shared-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+            sim.base_url(),
+            sim.transmission_url()
+        ),
+    )
+    .await;
+
+    let a = start_scoped(
+        &kube,
+        &sim,
+        "instance-a",
+        vec!["team-a".into()],
+        None,
+        Some("ops-a"),
+    );
+    let b = start_scoped(
+        &kube,
+        &sim,
+        "instance-b",
+        vec!["team-b".into()],
+        None,
+        Some("ops-b"),
+    );
+    let ready = wait_for(&accounts, "shared", "Ready", |c: &ClusterAccount| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| ready_is(c, &s.conditions, "True", None))
+    })
+    .await;
+    // Two more checks by each instance (their resyncs), after the Ready status was written.
+    let (seen_a, seen_b) = (
+        reconciles(&a.metrics, "ClusterAccount"),
+        reconciles(&b.metrics, "ClusterAccount"),
+    );
+    eventually("two more checks by each instance", || {
+        reconciles(&a.metrics, "ClusterAccount") >= seen_a + 2
+            && reconciles(&b.metrics, "ClusterAccount") >= seen_b + 2
+    })
+    .await;
+    let now = accounts.get("shared").await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version, ready.metadata.resource_version,
+        "the status was written again: {:?}",
+        now.status
+    );
+
+    // Each instance checked the account for its own use.
+    let name = AccountName::Cluster("shared".into());
+    assert!(matches!(a.ctx.accounts.resolve(&name), Resolved::Ready(_)));
+    match b.ctx.accounts.resolve(&name) {
+        Resolved::NotReady { reason } => assert_eq!(reason, "CredentialsNotFound"),
+        _ => panic!("instance b cannot read the Secret, yet the account resolved otherwise"),
+    }
+
+    for instance in [a, b] {
+        let _ = instance.stop.send(());
+        tokio::time::timeout(WAIT, instance.task)
+            .await
+            .expect("the operator stopped in time")
+            .expect("the operator's task did not panic");
+    }
 }
 
 /// Asserts that the operator never wrote to `namespace/name`: no status, no finalizer.
