@@ -8,13 +8,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{Env, Options, create, ready_is, wait_for};
+use common::{Env, Options, create, eventually, ready_is, wait_for};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use mailtarget_operator::api::{CreateApiKey, CreateSubAccount, ListApiKeysQuery};
 use mailtarget_operator::controller::accounts::{AccountName, Resolved};
 use mailtarget_operator::crd::{Account, AccountStatus, ClusterAccount, KeyScope, ScopeSource};
+use mailtarget_test_apiserver::RequestFilter;
 use secrecy::ExposeSecret;
 
 /// An environment whose resync is long: anything that happens within a test's bounded waits
@@ -92,6 +93,37 @@ fn ready<K: kube::Resource>(
     reason: Option<&str>,
 ) -> bool {
     status.is_some_and(|s| ready_is(obj, &s.conditions, want, reason))
+}
+
+/// Reconciles of `kind` (`ClusterAccount`, `Account`) the running operator finished, whatever
+/// their result (its `mailtarget_reconciles_total`).
+fn checks(env: &Env, kind: &str) -> u64 {
+    let kind = format!("kind=\"{kind}\"");
+    env.ctx
+        .as_ref()
+        .unwrap()
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("mailtarget_reconciles_total{") && l.contains(&kind))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The simulator's requests since its log was last cleared, as `METHOD /path?query`.
+fn service_requests(env: &Env) -> Vec<String> {
+    env.sim
+        .request_log()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}?{}",
+                r.method,
+                r.path,
+                r.query.as_deref().unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 fn ready_condition(status: &AccountStatus) -> &mailtarget_operator::crd::Condition {
@@ -461,5 +493,226 @@ async fn managed_kinds_work_without_the_account_crds() {
         registry.resolve(&AccountName::default_account()),
         Resolved::Ready(h) if h.from_flags
     ));
+    env.stop().await;
+}
+
+/// An operator starting with an account and its Secret in place checks the account once: the
+/// Secret watch's first list (held back here, by failing it, until that check is done) names the
+/// Secret version the check read, for the generation it checked, and the reconcile it starts
+/// makes no call to the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_secret_starts_no_second_check() {
+    let mut env = env().await;
+    let (_, key) = company_key(&env, "once").await;
+    put_secret(&env, "once", &key).await;
+    create_cluster_account(&env, "once", "once").await;
+    wait_for(
+        &cluster_accounts(&env),
+        "once",
+        "Ready",
+        |a: &ClusterAccount| ready(a.status.as_ref(), a, "True", None),
+    )
+    .await;
+
+    // The accounts' metadata-only Secret list (not the managed Secrets' watch) fails until the
+    // restarted operator has checked the account.
+    let secret_list = RequestFilter {
+        method: Some("GET".into()),
+        path_contains: Some("/api/v1/secrets?".into()),
+        header: Some((
+            "accept".into(),
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1".into(),
+        )),
+    };
+    env.server.faults().fail_next(u32::MAX, 500, secret_list);
+    env.sim.clear_request_log();
+    env.restart_operator().await;
+    eventually("the restarted operator checked the account once", || {
+        checks(&env, "ClusterAccount") == 1
+    })
+    .await;
+    let registry = env.ctx.as_ref().unwrap().accounts.clone();
+    assert!(matches!(
+        registry.resolve(&AccountName::Cluster("once".into())),
+        Resolved::Ready(_)
+    ));
+    let first = service_requests(&env);
+    assert_eq!(first.len(), 1, "one key list page: {first:?}");
+
+    env.server.faults().clear_failures();
+    eventually("the Secret list started another reconcile", || {
+        checks(&env, "ClusterAccount") >= 2
+    })
+    .await;
+    assert_eq!(
+        service_requests(&env),
+        first,
+        "a Secret seen at the version already checked started a call"
+    );
+    env.stop().await;
+}
+
+/// A scope found in the key list is kept while the credential stays the same: each resync then
+/// makes one read of one key (the authenticated call), never the key list walk; a new key in
+/// the Secret is looked up in the list again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_found_scope_is_kept_until_the_key_changes() {
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(1),
+        detail_resync: Some(Duration::from_secs(300)),
+        ..Default::default()
+    })
+    .await;
+    let (old_id, old) = company_key(&env, "kept-old").await;
+    let (new_id, new) = company_key(&env, "kept-new").await;
+    put_secret(&env, "kept", &old).await;
+    create_cluster_account(&env, "kept", "kept").await;
+    let api = cluster_accounts(&env);
+    wait_for(&api, "kept", "Ready with the old key found", move |a| {
+        ready(a.status.as_ref(), a, "True", None)
+            && a.status.as_ref().and_then(|s| s.key_id) == Some(old_id)
+    })
+    .await;
+    eventually("the first check is counted", || {
+        checks(&env, "ClusterAccount") >= 1
+    })
+    .await;
+    let first = checks(&env, "ClusterAccount");
+    env.sim.clear_request_log();
+    eventually("two resyncs", || {
+        checks(&env, "ClusterAccount") >= first + 2
+    })
+    .await;
+    let reads = service_requests(&env);
+    assert!(
+        !reads.is_empty() && reads.iter().all(|r| r == "GET /api-key?page=1&size=1"),
+        "resyncs walked the key list again: {reads:?}"
+    );
+    let status = api.get("kept").await.unwrap().status.unwrap();
+    assert_eq!(status.scope, Some(KeyScope::Company));
+    assert_eq!(status.scope_source, Some(ScopeSource::KeyList));
+    assert_eq!(status.key_id, Some(old_id), "the found key is still shown");
+
+    put_secret(&env, "kept", &new).await;
+    wait_for(&api, "kept", "Ready with the new key found", move |a| {
+        ready(a.status.as_ref(), a, "True", None)
+            && a.status.as_ref().and_then(|s| s.key_id) == Some(new_id)
+    })
+    .await;
+    env.stop().await;
+}
+
+/// Calls to the service are counted per account on `/metrics`: a 401 under the Account that
+/// made it, a 429 and its retry under the ClusterAccount that made them; a deleted account's
+/// series are no longer served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_calls_are_counted_per_account() {
+    use mailtarget_operator::controller::readiness::{Readiness, Role};
+    use mailtarget_operator::controller::server::{Health, serve};
+    let env = env().await;
+    let ctx = env.ctx.clone().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let health = Health {
+        metrics: ctx.metrics.clone(),
+        readiness: std::sync::Arc::new(Readiness::new(Role::Leader)),
+    };
+    let addr = serve("127.0.0.1:0".parse().unwrap(), health, async move {
+        let _ = stopped.await;
+    })
+    .await
+    .unwrap();
+    let scrape = || async move {
+        reqwest::get(format!("http://{addr}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    /// The value of the API request counter with `code` for `account`, if served.
+    fn calls(metrics: &str, code: &str, account: &str) -> Option<u64> {
+        let code = format!("code=\"{code}\"");
+        let account = format!("account=\"{account}\"");
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("mailtarget_api_requests_total{")
+                    && l.contains("endpoint=\"GET /api-key\"")
+                    && l.contains(&code)
+                    && l.contains(&account)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .reduce(|a, b| a + b)
+    }
+
+    // An Account whose key the service refuses: one 401.
+    put_secret(&env, "refused", "not-a-key-of-this-company").await;
+    let accounts: Api<Account> = env.api();
+    let refused = create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: refused}}\nspec:\n  credentials: {{secretRef: {{name: refused}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+            env.sim.base_url(),
+            env.sim.transmission_url()
+        ),
+    )
+    .await;
+    wait_for(&accounts, "refused", "Unauthorized", |a: &Account| {
+        ready(a.status.as_ref(), a, "False", Some("Unauthorized"))
+    })
+    .await;
+
+    // A ClusterAccount whose first read is answered 429, then retried.
+    let (_, key) = company_key(&env, "counted").await;
+    put_secret(&env, "counted", &key).await;
+    env.sim.faults().fail_next(1, 429);
+    create_cluster_account(&env, "counted", "counted").await;
+    wait_for(
+        &cluster_accounts(&env),
+        "counted",
+        "Ready",
+        |a: &ClusterAccount| ready(a.status.as_ref(), a, "True", None),
+    )
+    .await;
+
+    let metrics = scrape().await;
+    assert_eq!(
+        calls(&metrics, "401", "Account/default/refused"),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        calls(&metrics, "429", "ClusterAccount/counted"),
+        Some(1),
+        "{metrics}"
+    );
+    assert!(
+        calls(&metrics, "200", "ClusterAccount/counted").is_some_and(|n| n >= 1),
+        "{metrics}"
+    );
+    assert_eq!(calls(&metrics, "401", "ClusterAccount/counted"), None);
+    assert_eq!(calls(&metrics, "429", "Account/default/refused"), None);
+
+    // Deleted, the Account is no longer reported.
+    accounts
+        .delete("refused", &DeleteParams::default())
+        .await
+        .unwrap();
+    common::wait_deleted(&accounts, "refused", &refused.metadata.uid.unwrap()).await;
+    // Polled (bounded): the operator forgets the account when its watch reports the deletion.
+    let deadline = tokio::time::Instant::now() + common::WAIT;
+    while scrape()
+        .await
+        .contains("account=\"Account/default/refused\"")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a deleted account's calls are still served after {:?}",
+            common::WAIT
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(calls(&scrape().await, "429", "ClusterAccount/counted").is_some());
+    let _ = stop.send(());
     env.stop().await;
 }

@@ -222,6 +222,13 @@ impl Faults {
         }
     }
 
+    /// Drops every failure [`Self::fail_next`] injected that is not used up yet.
+    pub fn clear_failures(&self) {
+        if let Ok(mut inj) = self.state.injections.lock() {
+            inj.clear();
+        }
+    }
+
     /// Stalls every request matching `filter` from now on, as a network partition that drops
     /// packets does: the request is never handled nor answered (the client waits until its own
     /// timeout or until it gives up) and does not appear in the request log. Requests already
