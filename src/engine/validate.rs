@@ -3,9 +3,11 @@
 
 use std::net::IpAddr;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 use crate::crd::{
-    ANNOTATION_ADOPTION_POLICY, ANNOTATION_EXTERNAL_ID, AdoptionPolicy, ApiKey, SendingDomain,
-    SubAccount,
+    ANNOTATION_ADOPTION_POLICY, ANNOTATION_EXTERNAL_ID, AdoptionPolicy, ApiKey, ClusterAccountSpec,
+    SendingDomain, SubAccount,
 };
 use crate::manifest::Resource;
 
@@ -171,6 +173,57 @@ pub fn sending_domain(r: &SendingDomain) -> Vec<Problem> {
     out
 }
 
+/// Problems of a ClusterAccount spec: its namespace selectors (the schema cannot check them).
+/// Shared by the accounts controller (reason `InvalidSpec`) and the manifest reader.
+pub fn cluster_account(spec: &ClusterAccountSpec) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (field, selector) in [
+        ("spec.namespaceSelector", &spec.namespace_selector),
+        (
+            "spec.adoptionNamespaceSelector",
+            &spec.adoption_namespace_selector,
+        ),
+    ] {
+        if let Some(selector) = selector {
+            label_selector(selector, field, &mut out);
+        }
+    }
+    out
+}
+
+/// Problems of a label selector's `matchExpressions`, as kube-apiserver checks a selector
+/// (apimachinery `ValidateLabelSelectorRequirement`): a known operator, values with `In` and
+/// `NotIn`, none with `Exists` and `DoesNotExist`. A selector without problems converts to a
+/// [`kube::core::Selector`].
+fn label_selector(selector: &LabelSelector, field: &str, out: &mut Vec<Problem>) {
+    let requirements = selector.match_expressions.as_deref().unwrap_or_default();
+    for (i, requirement) in requirements.iter().enumerate() {
+        let at = format!("{field}.matchExpressions[{i}]");
+        let has_values = requirement.values.as_ref().is_some_and(|v| !v.is_empty());
+        match requirement.operator.as_str() {
+            "In" | "NotIn" if !has_values => out.push(Problem::new(
+                format!("{at}.values"),
+                format!(
+                    "required with operator {}: list at least one value",
+                    requirement.operator
+                ),
+            )),
+            "Exists" | "DoesNotExist" if has_values => out.push(Problem::new(
+                format!("{at}.values"),
+                format!("must be empty with operator {}", requirement.operator),
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => out.push(Problem::new(
+                format!("{at}.operator"),
+                format!(
+                    "\"{}\" is not an operator: use In, NotIn, Exists or DoesNotExist",
+                    crate::text::printable(other, crate::text::MAX_VALUE_CHARS)
+                ),
+            )),
+        }
+    }
+}
+
 /// Checks a sending domain name: lowercase DNS hostname of at least two labels, at most 253
 /// characters, labels of 1 to 63 characters without leading or trailing hyphens, not an IP
 /// address; internationalised names must be written in their `xn--` form.
@@ -278,6 +331,56 @@ fn secret_name(name: &str, field: &str, out: &mut Vec<Problem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each selector requirement is checked as kube-apiserver checks it, with the field path;
+    /// a selector without problems converts to the `Selector` the controller matches with.
+    #[test]
+    fn cluster_account_selectors() {
+        let spec = |selectors: serde_json::Value| -> ClusterAccountSpec {
+            let mut spec = selectors;
+            spec["credentials"] = serde_json::json!({"secretRef": {"name": "mt"}});
+            serde_json::from_value(spec).unwrap()
+        };
+        let expression = |op: &str, values: Option<&[&str]>| {
+            let mut e = serde_json::json!({"key": "team", "operator": op});
+            if let Some(v) = values {
+                e["values"] = serde_json::json!(v);
+            }
+            e
+        };
+        let fields = |s: &ClusterAccountSpec| -> Vec<String> {
+            cluster_account(s).into_iter().map(|p| p.field).collect()
+        };
+        let valid = spec(serde_json::json!({
+            "namespaceSelector": {"matchLabels": {"tenant": "true"}, "matchExpressions": [
+                expression("In", Some(&["a"])), expression("NotIn", Some(&["b"])),
+                expression("Exists", None), expression("DoesNotExist", Some(&[])),
+            ]},
+        }));
+        assert_eq!(fields(&valid), Vec::<String>::new());
+        let selector = valid.namespace_selector.clone().unwrap();
+        assert!(kube::core::Selector::try_from(selector).is_ok());
+
+        let invalid = spec(serde_json::json!({
+            "namespaceSelector": {"matchExpressions": [
+                expression("In", Some(&["a"])), expression("Near", Some(&["a"])),
+            ]},
+            "adoptionNamespaceSelector": {"matchExpressions": [
+                expression("NotIn", Some(&[])), expression("Exists", Some(&["a"])),
+            ]},
+        }));
+        let problems = cluster_account(&invalid);
+        assert_eq!(
+            fields(&invalid),
+            [
+                "spec.namespaceSelector.matchExpressions[1].operator",
+                "spec.adoptionNamespaceSelector.matchExpressions[0].values",
+                "spec.adoptionNamespaceSelector.matchExpressions[1].values",
+            ]
+        );
+        assert!(problems[0].message.contains("\"Near\""), "{}", problems[0]);
+        assert!(problems[1].message.contains("NotIn"), "{}", problems[1]);
+    }
 
     /// The first problems are spelled out and the rest counted.
     #[test]

@@ -340,6 +340,18 @@ fn read_document(
         }
         return;
     }
+    if kind == "ClusterAccount" {
+        let problems = match typed::<crate::crd::ClusterAccount>(&doc) {
+            Ok(account) => crate::engine::validate::cluster_account(&account.spec),
+            Err((field, message)) => vec![crate::engine::validate::Problem { field, message }],
+        };
+        if !problems.is_empty() {
+            for p in problems {
+                errors.push(error(object.clone(), Some(&p.field), p.message));
+            }
+            return;
+        }
+    }
     if account {
         let described = format!("{}/{} {}", shown(api_version), shown(kind), quoted(name));
         set.skipped.push((source, described, ACCOUNT_KIND));

@@ -84,19 +84,8 @@ impl AccountObject for ClusterAccount {
         Api::all(kube.clone())
     }
     fn spec_problem(&self) -> Option<String> {
-        let selectors = [
-            ("namespaceSelector", &self.spec.namespace_selector),
-            (
-                "adoptionNamespaceSelector",
-                &self.spec.adoption_namespace_selector,
-            ),
-        ];
-        selectors.into_iter().find_map(|(field, selector)| {
-            let selector = selector.clone()?;
-            kube::core::Selector::try_from(selector)
-                .err()
-                .map(|e| format!("spec.{field}: {e}"))
-        })
+        let problems = crate::engine::validate::cluster_account(&self.spec);
+        (!problems.is_empty()).then(|| crate::engine::validate::describe(&problems))
     }
 }
 
