@@ -318,10 +318,16 @@ where
     )
     .for_each(|_| async {});
 
+    // The accounts by the Secret they name, kept by the two account watches below and read by
+    // the Secret watch.
+    let cluster_index = triggers::shared_index::<ClusterAccount>(&operator_namespace);
+    let account_index = triggers::shared_index::<Account>(&operator_namespace);
+
     // ClusterAccounts, cluster-wide.
     let (clusters, clusters_writer) = reflector::store::<ClusterAccount>();
     let _ = registry.cluster_accounts.set(clusters.clone());
     let forget = registry.clone();
+    let index = cluster_index.clone();
     let cluster_events = until_stopped(
         reflector(
             clusters_writer,
@@ -340,6 +346,9 @@ where
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             forget.checks.notify_waiters();
         }
+        if let Ok(event) = e {
+            index.lock().unwrap_or_else(|p| p.into_inner()).apply(event);
+        }
         if let Ok(watcher::Event::Delete(obj)) = e {
             forget.forget(&obj.account_name());
             if obj.account_name() == AccountName::default_account() && forget.has_flags_default() {
@@ -356,6 +365,7 @@ where
     let (accounts, accounts_writer) = reflector::store::<Account>();
     let _ = registry.accounts.set(accounts.clone());
     let forget = registry.clone();
+    let index = account_index.clone();
     let account_watch = super::namespaces::watch(
         &kube,
         &watched,
@@ -364,6 +374,9 @@ where
     );
     let account_events = until_stopped(reflector(accounts_writer, account_watch), stop())
         .inspect(move |e| {
+            if let Ok(event) = e {
+                index.lock().unwrap_or_else(|p| p.into_inner()).apply(event);
+            }
             if let Ok(watcher::Event::Delete(obj)) = e {
                 forget.forget(&obj.account_name());
             }
@@ -372,11 +385,8 @@ where
         .predicate_filter(predicates::generation, Default::default());
 
     // Secrets (metadata only) where account Secrets live, routed to the accounts naming them.
-    let (router, cluster_trigger, account_trigger) = triggers::SecretReferences::channels(
-        clusters.clone(),
-        accounts.clone(),
-        &operator_namespace,
-    );
+    let (router, cluster_trigger, account_trigger) =
+        triggers::SecretReferences::channels(cluster_index, account_index);
     let secret_namespaces = triggers::secret_namespaces(&watched, &operator_namespace);
     let secret_watch = futures::stream::select_all(secret_namespaces.into_iter().map(|ns| {
         let api: Api<PartialObjectMeta<Secret>> = match &ns {
