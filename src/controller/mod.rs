@@ -71,7 +71,8 @@ pub struct RunArgs {
     pub resync_interval: Duration,
     /// Period of the check of fields only the service's detail endpoints return (an API key's
     /// permissions and allowed IPs, a sub account's IP pool), one GET per such object, e.g.
-    /// `1h`; raised to `--resync-interval` when shorter (equal: checked at every resync).
+    /// `1h`; raised to `--resync-interval` when shorter (equal: checked at every resync). Also
+    /// how long an account keeps the scope it found in the key list before reading it again.
     #[arg(long, env = "MAILTARGET_DETAIL_RESYNC_INTERVAL", default_value = "1h", value_parser = humantime::parse_duration)]
     pub detail_resync_interval: Duration,
     /// Wait before the first verify-txt call of a new sending domain, doubled after each call.

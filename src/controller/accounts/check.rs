@@ -2,7 +2,8 @@
 //! authenticated read, and learn the key's scope. Nothing is written to the service.
 //!
 //! Reading the scope: with `spec.scope` declared, the read is one page of one key
-//! (`GET /api-key?page=1&size=1`). Without it, the whole key list is read (pages of 100) and the
+//! (`GET /api-key?page=1&size=1`), and so it is while an earlier check's answer from the key list
+//! holds (see [`super::memo`]). Otherwise the whole key list is read (pages of 100) and the
 //! key's own entry found by its value (the list items carry `key`, interface document "API key
 //! (list item)"): `subAccountId` 0 is a company key, any other a key of that sub account. A key
 //! missing from its own list is a company key when the list shows company keys or keys of
@@ -23,7 +24,8 @@ pub(super) fn credentials_problem(reason: &'static str, message: String) -> Outc
     Outcome::Stalled { reason, message }
 }
 
-/// Reads the key `connection` names from Secret `namespace/<name>`.
+/// Reads the key `connection` names from Secret `namespace/<name>`: the key, and the Secret's
+/// `resourceVersion`.
 ///
 /// Returns `Ok(Err(outcome))` for a Secret or key that is missing, empty, not UTF-8 or not
 /// usable in an HTTP header (`CredentialsNotFound`, `CredentialsInvalid`); messages name the
@@ -34,7 +36,7 @@ pub(super) async fn read_key(
     kube: &kube::Client,
     namespace: &str,
     connection: &AccountConnection,
-) -> Result<Result<SecretString, Outcome>, kube::Error> {
+) -> Result<Result<(SecretString, String), Outcome>, kube::Error> {
     let reference = &connection.credentials.secret_ref;
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), namespace);
     let shown = format!("Secret \"{namespace}/{}\"", reference.name);
@@ -78,7 +80,8 @@ pub(super) async fn read_key(
             ),
         )));
     }
-    Ok(Ok(SecretString::from(key.to_owned())))
+    let version = secret.metadata.resource_version.clone().unwrap_or_default();
+    Ok(Ok((SecretString::from(key.to_owned()), version)))
 }
 
 /// The digest of what a client is built from: key, addresses and budget. Kept in memory only.
@@ -151,26 +154,35 @@ pub(super) struct Found {
 }
 
 /// Makes the authenticated read with `client` (whose key is `key`) and learns the scope (see
-/// the module documentation).
+/// the module documentation): `declared` when given, else `listed` (what the key list showed an
+/// earlier check of this same key) when given, else from the key list.
 ///
 /// Errors: the service's error for the read.
 pub(super) async fn probe(
     client: &ApiClient,
     key: &SecretString,
     declared: Option<KeyScope>,
+    listed: Option<&Found>,
 ) -> Result<Found, ApiError> {
-    if let Some(scope) = declared {
+    let one_key = || async {
         let one = ListApiKeysQuery {
             page: Some(1),
             size: Some(1),
             ..ListApiKeysQuery::default()
         };
-        client.list_api_keys(&one).await?;
+        client.list_api_keys(&one).await.map(|_| ())
+    };
+    if let Some(scope) = declared {
+        one_key().await?;
         return Ok(Found {
             scope: Some(scope),
             source: Some(ScopeSource::Declared),
             ..Found::default()
         });
+    }
+    if let Some(listed) = listed {
+        one_key().await?;
+        return Ok(listed.clone());
     }
     let keys = client
         .list_all_api_keys(&ListApiKeysQuery::default())

@@ -14,13 +14,17 @@
 //! not: the watch is filtered on `metadata.generation`), any change of a Secret it references
 //! (a metadata-only watch of Secrets, so a rotated key is used without a restart and no Secret
 //! data is cached), and the resync interval (a key deleted or disabled at the service shows at
-//! the next resync).
+//! the next resync). A reconcile that finds the object's generation and its Secret's
+//! `resourceVersion` as the last check left them, before the resync is due, makes no call (the
+//! Secret watch's first list names the Secret the first check read); a scope found in the key
+//! list is kept while the credential stays the same (see [`memo`]).
 //!
 //! Accounts are shared configuration: every operator instance watches all of them, whatever its
 //! `--label-selector`.
 
 mod check;
 mod dependents;
+mod memo;
 pub mod registry;
 mod triggers;
 pub mod usage;
@@ -116,12 +120,18 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
     let uid = super::context::object_uid(obj.as_ref());
     let generation = obj.meta().generation;
     let previous = registry.checked(&name, &uid);
+    let last = registry.memo.get(&name, &uid);
+    let checking = match check_one(ctx, obj.as_ref(), &name, &uid, previous.as_ref(), last).await? {
+        Step::Checked(checking) => *checking,
+        Step::Unchanged { resync_in } => return Ok(Action::requeue(resync_in)),
+    };
     let Checking {
         outcome,
         found,
         client,
         fingerprint,
-    } = check_one(ctx, obj.as_ref(), &name, &uid, previous.as_ref()).await?;
+        read,
+    } = checking;
 
     let (reason, message) = match &outcome {
         Outcome::Ready { reason, message }
@@ -142,6 +152,21 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
         (Some(c), _) => Some(registry.service(c.clone())),
         (None, _) => None,
     };
+    match read {
+        Some(read) => registry.memo.record(
+            name.clone(),
+            memo::LastCheck {
+                uid: uid.clone(),
+                generation,
+                secret_version: read.secret_version,
+                fingerprint,
+                at: std::time::Instant::now(),
+                settled: !matches!(outcome, Outcome::Progressing { .. }),
+                listed: read.listed,
+            },
+        ),
+        None => registry.memo.forget(&name),
+    }
     registry.record(
         name,
         Checked {
@@ -166,6 +191,15 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
     })
 }
 
+/// What a reconcile of an account did.
+enum Step {
+    /// It checked the account.
+    Checked(Box<Checking>),
+    /// Nothing changed since the last check, whose resync is due in `resync_in`: no call made
+    /// (see [`memo`]).
+    Unchanged { resync_in: std::time::Duration },
+}
+
 /// What one check produced.
 struct Checking {
     outcome: Outcome,
@@ -174,22 +208,33 @@ struct Checking {
     client: Option<crate::api::Client>,
     /// What built the client ([`check::fingerprint`]); zero without a client.
     fingerprint: [u8; 32],
+    /// What the authenticated read was made with, when it was made.
+    read: Option<Read>,
+}
+
+/// What an authenticated read was made with, for [`memo::LastCheck`].
+struct Read {
+    /// `resourceVersion` of the credentials Secret.
+    secret_version: String,
+    /// What the key list showed and when it was read (`None`: scope declared, or read failed).
+    listed: Option<(check::Found, std::time::Instant)>,
 }
 
 impl Checking {
     /// A check that ended before the authenticated read.
-    fn before_read(outcome: Outcome) -> Self {
-        Checking {
+    fn before_read(outcome: Outcome) -> Step {
+        Step::Checked(Box::new(Checking {
             outcome,
             found: check::Found::default(),
             client: None,
             fingerprint: [0; 32],
-        }
+            read: None,
+        }))
     }
 }
 
 /// Checks `obj`: spec, key, client (kept from `previous` while its fingerprint holds), then the
-/// authenticated read (see the module documentation).
+/// authenticated read (see the module documentation), unless `last` shows nothing changed.
 ///
 /// Errors: the Kubernetes API's error reading the Secret.
 async fn check_one<K: AccountObject>(
@@ -198,7 +243,8 @@ async fn check_one<K: AccountObject>(
     name: &AccountName,
     uid: &str,
     previous: Option<&Checked>,
-) -> Result<Checking> {
+    last: Option<memo::LastCheck>,
+) -> Result<Step> {
     if let Some(problem) = obj.spec_problem() {
         return Ok(Checking::before_read(Outcome::Stalled {
             reason: "InvalidSpec",
@@ -208,10 +254,25 @@ async fn check_one<K: AccountObject>(
     let registry = &ctx.accounts;
     let connection = obj.connection();
     let secret_namespace = obj.secret_namespace(registry.operator_namespace().unwrap_or("default"));
-    let key = match check::read_key(&ctx.kube, &secret_namespace, connection).await? {
-        Ok(key) => key,
-        Err(outcome) => return Ok(Checking::before_read(outcome)),
-    };
+    let (key, secret_version) =
+        match check::read_key(&ctx.kube, &secret_namespace, connection).await? {
+            Ok(read) => read,
+            Err(outcome) => return Ok(Checking::before_read(outcome)),
+        };
+    let now = std::time::Instant::now();
+    let settings = &ctx.settings;
+    if let Some(resync_in) = last.as_ref().and_then(|l| {
+        l.skip(
+            uid,
+            obj.meta().generation,
+            &secret_version,
+            settings.resync_interval,
+            now,
+        )
+    }) {
+        tracing::debug!(account = %name, "account and its Secret unchanged since the last check");
+        return Ok(Step::Unchanged { resync_in });
+    }
     let fingerprint = check::fingerprint(&key, connection);
     let kept = previous
         .filter(|p| p.fingerprint == fingerprint)
@@ -230,19 +291,37 @@ async fn check_one<K: AccountObject>(
         "Secret \"{secret_namespace}/{}\"",
         connection.credentials.secret_ref.name
     );
-    let (outcome, found) = match check::probe(&client, &key, connection.scope).await {
-        Ok(found) => (check::ready(&connection.api_url, &found), found),
-        Err(e) => (
-            check::failed(&connection.api_url, &shown_secret, &e),
-            check::Found::default(),
-        ),
+    // A scope found in the key list is kept for the same credential until the detail resync.
+    let refresh = settings
+        .detail_resync_interval
+        .max(settings.resync_interval);
+    let listed = last
+        .as_ref()
+        .and_then(|l| l.listed_for(&fingerprint, refresh, now))
+        .cloned();
+    let declared = connection.scope;
+    let (outcome, found) =
+        match check::probe(&client, &key, declared, listed.as_ref().map(|(f, _)| f)).await {
+            Ok(found) => (check::ready(&connection.api_url, &found), found),
+            Err(e) => (
+                check::failed(&connection.api_url, &shown_secret, &e),
+                check::Found::default(),
+            ),
+        };
+    let listed = match (declared, &outcome) {
+        (None, Outcome::Ready { .. }) => Some(listed.unwrap_or_else(|| (found.clone(), now))),
+        _ => None,
     };
-    Ok(Checking {
+    Ok(Step::Checked(Box::new(Checking {
         outcome,
         found,
         client: Some(client),
         fingerprint,
-    })
+        read: Some(Read {
+            secret_version,
+            listed,
+        }),
+    })))
 }
 
 /// Writes the status the check produced, when it differs from the one the object carries.

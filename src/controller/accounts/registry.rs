@@ -146,6 +146,8 @@ pub struct AccountRegistry {
     /// installed): only then does `default` fall back to the flags before the kind's cache has
     /// listed.
     pub(super) cluster_kind_unserved: std::sync::atomic::AtomicBool,
+    /// What the accounts controller keeps of each account's last authenticated read.
+    pub(super) memo: super::memo::CheckMemo,
 }
 
 impl AccountRegistry {
@@ -167,6 +169,7 @@ impl AccountRegistry {
             subscribers: Default::default(),
             checks: tokio::sync::Notify::new(),
             cluster_kind_unserved: std::sync::atomic::AtomicBool::new(false),
+            memo: super::memo::CheckMemo::default(),
         }
     }
 
@@ -367,6 +370,7 @@ impl AccountRegistry {
         let mut checked = self.checked.write().unwrap_or_else(|p| p.into_inner());
         checked.remove(name);
         drop(checked);
+        self.memo.forget(name);
         self.changed(name);
     }
 
