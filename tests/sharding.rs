@@ -484,6 +484,10 @@ async fn sharded_instances_do_not_flip_a_cluster_account_status() {
             .is_some_and(|s| ready_is(c, &s.conditions, "True", None))
     })
     .await;
+    assert_eq!(
+        ready.status.as_ref().unwrap().secret_namespace.as_deref(),
+        Some("ops-a")
+    );
     // Two more checks by each instance (their resyncs), after the Ready status was written.
     let (seen_a, seen_b) = (
         reconciles(&a.metrics, "ClusterAccount"),

@@ -293,6 +293,12 @@ pub struct AccountStatus {
     /// For a sub account key found in the key list: its sub account's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_account_name: Option<String>,
+    /// ClusterAccount only: the namespace the credentials Secret was looked for in (the
+    /// cluster resource namespace of the operator instance whose check this status shows).
+    /// Instances reading another namespace, which do not find the Secret there, leave the
+    /// status to the one that does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_namespace: Option<String>,
 }
 
 /// The parts both kinds share, read the same way by the accounts controller.

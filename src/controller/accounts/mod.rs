@@ -20,7 +20,8 @@
 //! list is kept while the credential stays the same (see [`memo`]).
 //!
 //! Accounts are shared configuration: every operator instance watches all of them, whatever its
-//! `--label-selector`.
+//! `--label-selector`, and checks each for its own use; a ClusterAccount's status has one writer
+//! among instances that read Secrets in different namespaces (see [`writer`]).
 
 mod check;
 mod dependents;
@@ -28,6 +29,7 @@ mod memo;
 pub mod registry;
 mod triggers;
 pub mod usage;
+mod writer;
 
 use std::sync::Arc;
 
@@ -46,8 +48,8 @@ pub use usage::{Needs, Refusal, Usage};
 use super::common::until_stopped;
 use super::context::Context;
 use super::error::Result;
-use super::status::{Outcome, patch_status, set_conditions};
-use crate::crd::{Account, AccountKind, AccountStatus, ClusterAccount};
+use super::status::Outcome;
+use crate::crd::{Account, AccountKind, ClusterAccount};
 use registry::Checked;
 
 /// What the controller needs to know of an account kind beyond [`AccountKind`].
@@ -74,6 +76,12 @@ trait AccountObject:
     fn spec_problem(&self) -> Option<String> {
         None
     }
+    /// The Secret namespace its status records (see [`writer`]): a ClusterAccount's, which
+    /// depends on the instance; `None` for an Account, whose Secret every instance reads in the
+    /// Account's namespace.
+    fn recorded_secret_namespace(&self, _operator_namespace: &str) -> Option<String> {
+        None
+    }
 }
 
 impl AccountObject for ClusterAccount {
@@ -90,6 +98,9 @@ impl AccountObject for ClusterAccount {
     fn spec_problem(&self) -> Option<String> {
         let problems = crate::engine::validate::cluster_account(&self.spec);
         (!problems.is_empty()).then(|| crate::engine::validate::describe(&problems))
+    }
+    fn recorded_secret_namespace(&self, operator_namespace: &str) -> Option<String> {
+        Some(operator_namespace.to_owned())
     }
 }
 
@@ -152,23 +163,13 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
         (Some(c), _) => Some(registry.service(c.clone())),
         (None, _) => None,
     };
-    match read {
-        Some(read) => registry.memo.record(
-            name.clone(),
-            memo::LastCheck {
-                uid: uid.clone(),
-                generation,
-                secret_version: read.secret_version,
-                fingerprint,
-                at: std::time::Instant::now(),
-                settled: !matches!(outcome, Outcome::Progressing { .. }),
-                listed: read.listed,
-            },
-        ),
-        None => registry.memo.forget(&name),
-    }
+    // Spec problems are the same for every instance: no Secret namespace recorded with them.
+    let looked_in = (reason != "InvalidSpec")
+        .then(|| obj.recorded_secret_namespace(operator_namespace(ctx)))
+        .flatten();
+    let settled = !matches!(outcome, Outcome::Progressing { .. });
     registry.record(
-        name,
+        name.clone(),
         Checked {
             uid: uid.clone(),
             fingerprint,
@@ -181,14 +182,37 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
             usable: false,
         },
     );
-    write_status(ctx, obj.as_ref(), &outcome, &found, generation).await?;
-    Ok(match outcome {
-        Outcome::Progressing { .. } => Action::requeue(ctx.failure_backoff(&uid)),
-        _ => {
-            ctx.reset_failures(&uid);
-            Action::requeue(ctx.resync_delay())
-        }
+    // Remembered (so that an unchanged account is not checked again) once its status is
+    // written: a check whose write failed, or was refused, is made again.
+    registry.memo.forget(&name);
+    if !writer::write(ctx, obj.as_ref(), &outcome, &found, looked_in).await? {
+        return Ok(Action::requeue(ctx.failure_backoff(&uid)));
+    }
+    if let Some(read) = read {
+        registry.memo.record(
+            name,
+            memo::LastCheck {
+                uid: uid.clone(),
+                generation,
+                secret_version: read.secret_version,
+                fingerprint,
+                at: std::time::Instant::now(),
+                settled,
+                listed: read.listed,
+            },
+        );
+    }
+    Ok(if settled {
+        ctx.reset_failures(&uid);
+        Action::requeue(ctx.resync_delay())
+    } else {
+        Action::requeue(ctx.failure_backoff(&uid))
     })
+}
+
+/// Where ClusterAccount Secrets live (`default` before the operator runs).
+fn operator_namespace(ctx: &Context) -> &str {
+    ctx.accounts.operator_namespace().unwrap_or("default")
 }
 
 /// What a reconcile of an account did.
@@ -253,7 +277,7 @@ async fn check_one<K: AccountObject>(
     }
     let registry = &ctx.accounts;
     let connection = obj.connection();
-    let secret_namespace = obj.secret_namespace(registry.operator_namespace().unwrap_or("default"));
+    let secret_namespace = obj.secret_namespace(operator_namespace(ctx));
     let (key, secret_version) =
         match check::read_key(&ctx.kube, &secret_namespace, connection).await? {
             Ok(read) => read,
@@ -322,32 +346,6 @@ async fn check_one<K: AccountObject>(
             listed,
         }),
     })))
-}
-
-/// Writes the status the check produced, when it differs from the one the object carries.
-async fn write_status<K: AccountObject>(
-    ctx: &Context,
-    obj: &K,
-    outcome: &Outcome,
-    found: &check::Found,
-    generation: Option<i64>,
-) -> Result<()> {
-    let old = obj.account_status().cloned().unwrap_or_default();
-    let mut conditions = old.conditions.clone();
-    set_conditions(&mut conditions, outcome, generation);
-    let status = AccountStatus {
-        observed_generation: generation,
-        conditions,
-        scope: found.scope,
-        scope_source: found.source,
-        key_id: found.key_id,
-        sub_account_id: found.sub_account.as_ref().map(|(id, _)| *id),
-        sub_account_name: found.sub_account.as_ref().map(|(_, name)| name.clone()),
-    };
-    if status != old {
-        patch_status(&obj.api(&ctx.kube), &obj.name_any(), &status).await?;
-    }
-    Ok(())
 }
 
 /// Where the account controllers run and how they build clients.
