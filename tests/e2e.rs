@@ -412,7 +412,7 @@ async fn leader_election_metrics_and_graceful_shutdown() {
     );
     assert!(
         metrics_a
-            .contains("mailtarget_api_requests_total{endpoint=\"POST /api-key\",code=\"201\"}"),
+            .contains("mailtarget_api_requests_total{endpoint=\"POST /api-key\",code=\"201\",account=\"ClusterAccount/default\"}"),
         "{metrics_a}"
     );
     assert_eq!(

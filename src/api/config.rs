@@ -20,6 +20,15 @@ pub trait RequestObserver: Send + Sync {
     /// - `status`: the HTTP status, or `None` when no answer arrived (timeout, transport error);
     /// - `elapsed`: time from sending the request to the end of the body (or the failure).
     fn on_response(&self, endpoint: &'static str, status: Option<u16>, elapsed: Duration);
+
+    /// The observer for the clients of one account, `account` naming it (e.g.
+    /// `ClusterAccount/default`, `Account/team-a/billing`): an observer that tells accounts apart
+    /// returns one that reports under that name. `None` (the default): this observer serves
+    /// every account as it is.
+    fn for_account(&self, account: &str) -> Option<Arc<dyn RequestObserver>> {
+        let _ = account;
+        None
+    }
 }
 
 /// Decides whether the client may send a write (POST, PUT, DELETE) now, and until when: the

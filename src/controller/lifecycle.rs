@@ -24,7 +24,7 @@ fn api_config(
 ) -> Result<crate::api::ClientConfig, CliError> {
     let mut config = args
         .service_config()?
-        .with_observer(Arc::new(ApiRequestMetrics(metrics)));
+        .with_observer(Arc::new(ApiRequestMetrics::new(metrics)));
     if let Some(gate) = gate {
         config = config.with_write_gate(Arc::new(gate));
     }

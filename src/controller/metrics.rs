@@ -4,11 +4,16 @@
 //!   (`success`, an error category, or `conflict`: the cached copy was older than the object,
 //!   nothing was written and the reconcile runs again shortly, not a failure);
 //! - `mailtarget_reconcile_duration_seconds{kind}`: reconcile duration histogram;
-//! - `mailtarget_api_requests_total{endpoint, code}`: requests to the service by endpoint template
-//!   (`POST /api-key`) and HTTP status code (`none` when no answer came);
+//! - `mailtarget_api_requests_total{endpoint, code, account}`: requests to the service by endpoint
+//!   template (`POST /api-key`), HTTP status code (`none` when no answer came; `401` refused
+//!   credentials, `429` rate limited) and account (`ClusterAccount/<name>` or
+//!   `Account/<namespace>/<name>`; the `default` account built from the operator's flags counts
+//!   as `ClusterAccount/default`). Series are bounded by endpoints × codes × accounts: an
+//!   account's series are removed when the operator sees it deleted (one deleted while the
+//!   operator's watch was down stays until the process restarts);
 //! - `mailtarget_objects{kind, ready}`: objects by Ready state (`true`, `false`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,7 +41,12 @@ struct KindLabels {
 struct RequestLabels {
     endpoint: &'static str,
     code: String,
+    account: String,
 }
+
+/// The `account` label of the `default` account (a ClusterAccount `default`, or the operator's
+/// flags while there is none).
+pub const DEFAULT_ACCOUNT_LABEL: &str = "ClusterAccount/default";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReadyLabels {
@@ -52,6 +62,8 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     objects: Family<ReadyLabels, Gauge>,
     ready_state: Mutex<HashMap<(&'static str, String), bool>>,
+    /// The request series of each account, to remove them with the account.
+    account_series: Mutex<HashMap<String, HashSet<RequestLabels>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -81,7 +93,7 @@ impl Default for Metrics {
         );
         registry.register(
             "api_requests",
-            "Requests to the Mailtarget API by endpoint and status code",
+            "Requests to the Mailtarget API by endpoint, status code and account",
             requests.clone(),
         );
         registry.register("objects", "Managed objects by Ready state", objects.clone());
@@ -92,6 +104,7 @@ impl Default for Metrics {
             requests,
             objects,
             ready_state: Mutex::default(),
+            account_series: Mutex::default(),
         }
     }
 }
@@ -130,6 +143,36 @@ impl Metrics {
         }
     }
 
+    /// Counts one request of `account` to `endpoint` that ended with `status`.
+    fn requested(&self, account: &str, endpoint: &'static str, status: Option<u16>) {
+        let labels = RequestLabels {
+            endpoint,
+            code: status.map_or_else(|| "none".to_string(), |s| s.to_string()),
+            account: account.to_owned(),
+        };
+        self.requests.get_or_create(&labels).inc();
+        let mut series = self
+            .account_series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        series
+            .entry(labels.account.clone())
+            .or_default()
+            .insert(labels);
+    }
+
+    /// Stops reporting the requests of `account` (its object was deleted). A request of it
+    /// still in flight reports it again.
+    pub fn forget_account(&self, account: &str) {
+        let mut series = self
+            .account_series
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for labels in series.remove(account).unwrap_or_default() {
+            self.requests.remove(&labels);
+        }
+    }
+
     /// The registry in OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -138,16 +181,78 @@ impl Metrics {
     }
 }
 
-/// Counts API requests into [`Metrics`]; install with [`crate::api::ClientConfig::with_observer`].
+/// Counts API requests into [`Metrics`] under an account's name; install with
+/// [`crate::api::ClientConfig::with_observer`]. The clients built for each account take the
+/// observer [`RequestObserver::for_account`] returns, reporting under that account.
 #[derive(Clone, Debug)]
-pub struct ApiRequestMetrics(pub Arc<Metrics>);
+pub struct ApiRequestMetrics {
+    metrics: Arc<Metrics>,
+    account: Arc<str>,
+}
+
+impl ApiRequestMetrics {
+    /// Counts into `metrics` under [`DEFAULT_ACCOUNT_LABEL`] (the client of the operator's
+    /// flags is the `default` account).
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        ApiRequestMetrics {
+            metrics,
+            account: DEFAULT_ACCOUNT_LABEL.into(),
+        }
+    }
+}
 
 impl RequestObserver for ApiRequestMetrics {
     fn on_response(&self, endpoint: &'static str, status: Option<u16>, _elapsed: Duration) {
-        let code = status.map_or_else(|| "none".to_string(), |s| s.to_string());
-        self.0
-            .requests
-            .get_or_create(&RequestLabels { endpoint, code })
-            .inc();
+        self.metrics.requested(&self.account, endpoint, status);
+    }
+
+    fn for_account(&self, account: &str) -> Option<Arc<dyn RequestObserver>> {
+        Some(Arc::new(ApiRequestMetrics {
+            metrics: self.metrics.clone(),
+            account: account.into(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn requests(metrics: &Metrics) -> Vec<String> {
+        metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("mailtarget_api_requests_total{"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The flags' observer counts under `ClusterAccount/default`, an account's under its name;
+    /// forgetting an account removes its series only.
+    #[test]
+    fn requests_are_counted_per_account() {
+        let metrics = Arc::new(Metrics::default());
+        let flags = ApiRequestMetrics::new(metrics.clone());
+        let team = flags.for_account("Account/team-a/billing").unwrap();
+        flags.on_response("GET /api-key", Some(200), Duration::ZERO);
+        team.on_response("GET /api-key", Some(401), Duration::ZERO);
+        team.on_response("POST /api-key", Some(429), Duration::ZERO);
+        team.on_response("POST /api-key", None, Duration::ZERO);
+        let lines = requests(&metrics);
+        for want in [
+            r#"endpoint="GET /api-key",code="200",account="ClusterAccount/default"} 1"#,
+            r#"endpoint="GET /api-key",code="401",account="Account/team-a/billing"} 1"#,
+            r#"endpoint="POST /api-key",code="429",account="Account/team-a/billing"} 1"#,
+            r#"endpoint="POST /api-key",code="none",account="Account/team-a/billing"} 1"#,
+        ] {
+            assert!(
+                lines.iter().any(|l| l.ends_with(want)),
+                "{want} in {lines:?}"
+            );
+        }
+        metrics.forget_account("Account/team-a/billing");
+        let lines = requests(&metrics);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("ClusterAccount/default"));
     }
 }

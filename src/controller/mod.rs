@@ -386,7 +386,7 @@ impl Operator {
 
         let template = self.client_template.clone().unwrap_or_else(|| {
             crate::api::ClientConfig::with_default_urls(String::new().into()).with_observer(
-                Arc::new(metrics::ApiRequestMetrics(self.ctx.metrics.clone())),
+                Arc::new(metrics::ApiRequestMetrics::new(self.ctx.metrics.clone())),
             )
         });
         let accounts = accounts::run(

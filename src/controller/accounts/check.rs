@@ -104,20 +104,26 @@ pub(super) fn fingerprint(key: &SecretString, connection: &AccountConnection) ->
     out
 }
 
-/// A client for `connection` with `key`, other settings (timeout, CA bundle, retries, observer)
-/// from `template`.
+/// A client for `connection` with `key`, other settings (timeout, CA bundle, retries) from
+/// `template`, its calls reported by the template's observer under `account` (see
+/// [`crate::api::RequestObserver::for_account`]).
 ///
 /// Errors: an `InvalidSpec` outcome when an address is not a usable base URL.
 pub(super) fn build_client(
     template: &ClientConfig,
     connection: &AccountConnection,
     key: SecretString,
+    account: &str,
 ) -> Result<ApiClient, Outcome> {
     let invalid = |field: &str, e: &dyn std::fmt::Display| Outcome::Stalled {
         reason: "InvalidSpec",
         message: format!("spec.{field}: {e}"),
     };
     let mut config = template.clone();
+    config.observer = template
+        .observer
+        .as_ref()
+        .map(|o| o.for_account(account).unwrap_or_else(|| o.clone()));
     config.api_url = connection
         .api_url
         .parse()
@@ -309,13 +315,21 @@ mod tests {
         let template = ClientConfig::with_default_urls(SecretString::from("x"));
         let mut c = connection();
         c.transmission_url = "not a url".into();
-        match build_client(&template, &c, SecretString::from("k")) {
+        match build_client(&template, &c, SecretString::from("k"), "ClusterAccount/x") {
             Err(Outcome::Stalled { reason, message }) => {
                 assert_eq!(reason, "InvalidSpec");
                 assert!(message.starts_with("spec.transmissionUrl"), "{message}");
             }
             _ => panic!("an invalid URL was accepted"),
         }
-        assert!(build_client(&template, &connection(), SecretString::from("k")).is_ok());
+        assert!(
+            build_client(
+                &template,
+                &connection(),
+                SecretString::from("k"),
+                "ClusterAccount/x"
+            )
+            .is_ok()
+        );
     }
 }

@@ -210,6 +210,24 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
     })
 }
 
+/// The `account` label of `name`'s API calls in the metrics: `ClusterAccount/<name>` or
+/// `Account/<namespace>/<name>` (names hold no `/`).
+fn metric_label(name: &AccountName) -> String {
+    match name {
+        AccountName::Cluster(name) => format!("ClusterAccount/{name}"),
+        AccountName::Namespaced { namespace, name } => format!("Account/{namespace}/{name}"),
+    }
+}
+
+/// Forgets a deleted account: its last check, and its API call metrics (but the `default`
+/// account's while the operator's flags stand in for it).
+fn forget(ctx: &Context, name: &AccountName) {
+    ctx.accounts.forget(name);
+    if !(*name == AccountName::default_account() && ctx.accounts.has_flags_default()) {
+        ctx.metrics.forget_account(&metric_label(name));
+    }
+}
+
 /// Where ClusterAccount Secrets live (`default` before the operator runs).
 fn operator_namespace(ctx: &Context) -> &str {
     ctx.accounts.operator_namespace().unwrap_or("default")
@@ -303,7 +321,12 @@ async fn check_one<K: AccountObject>(
         .and_then(|p| p.client.clone());
     let client = match kept {
         Some(client) => client,
-        None => match check::build_client(&registry.client_template(), connection, key.clone()) {
+        None => match check::build_client(
+            &registry.client_template(),
+            connection,
+            key.clone(),
+            &metric_label(name),
+        ) {
             Ok(client) => client,
             Err(outcome) => return Ok(Checking::before_read(outcome)),
         },
@@ -403,7 +426,7 @@ where
     // ClusterAccounts, cluster-wide.
     let (clusters, clusters_writer) = reflector::store::<ClusterAccount>();
     let _ = registry.cluster_accounts.set(clusters.clone());
-    let forget = registry.clone();
+    let watched_ctx = ctx.clone();
     let index = cluster_index.clone();
     let cluster_events = until_stopped(
         reflector(
@@ -418,17 +441,20 @@ where
             && s.code == 404
         {
             // The kind is not served (its CRD is not installed): `default` is the flags'.
-            forget
+            watched_ctx
+                .accounts
                 .cluster_kind_unserved
                 .store(true, std::sync::atomic::Ordering::Relaxed);
-            forget.checks.notify_waiters();
+            watched_ctx.accounts.checks.notify_waiters();
         }
         if let Ok(event) = e {
             index.lock().unwrap_or_else(|p| p.into_inner()).apply(event);
         }
         if let Ok(watcher::Event::Delete(obj)) = e {
-            forget.forget(&obj.account_name());
-            if obj.account_name() == AccountName::default_account() && forget.has_flags_default() {
+            forget(&watched_ctx, &obj.account_name());
+            if obj.account_name() == AccountName::default_account()
+                && watched_ctx.accounts.has_flags_default()
+            {
                 tracing::info!(
                     "ClusterAccount \"default\" deleted: the account given by the operator's flags is used again"
                 );
@@ -441,7 +467,7 @@ where
     // Accounts, in the watched namespaces.
     let (accounts, accounts_writer) = reflector::store::<Account>();
     let _ = registry.accounts.set(accounts.clone());
-    let forget = registry.clone();
+    let watched_ctx = ctx.clone();
     let index = account_index.clone();
     let account_watch = super::namespaces::watch(
         &kube,
@@ -455,7 +481,7 @@ where
                 index.lock().unwrap_or_else(|p| p.into_inner()).apply(event);
             }
             if let Ok(watcher::Event::Delete(obj)) = e {
-                forget.forget(&obj.account_name());
+                forget(&watched_ctx, &obj.account_name());
             }
         })
         .applied_objects()
@@ -541,5 +567,25 @@ async fn log_queue_error<T, E: std::fmt::Display>(
 ) {
     if let Err(kube::runtime::controller::Error::QueueError(e)) = result {
         tracing::warn!(error = %e, "cannot watch the account kinds; are the CRDs installed (`kubectl apply -f crds/`)?");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Account labels name the kind, and the namespace of an Account; `default` is labelled as
+    /// the flags' client is.
+    #[test]
+    fn metric_labels() {
+        assert_eq!(
+            metric_label(&AccountName::default_account()),
+            super::super::metrics::DEFAULT_ACCOUNT_LABEL
+        );
+        let account = AccountName::Namespaced {
+            namespace: "team-a".into(),
+            name: "billing".into(),
+        };
+        assert_eq!(metric_label(&account), "Account/team-a/billing");
     }
 }
