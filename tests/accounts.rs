@@ -126,6 +126,16 @@ fn service_requests(env: &Env) -> Vec<String> {
         .collect()
 }
 
+/// Waits (through a watch, bounded) until ClusterAccount `name` is Ready having found the key
+/// with id `key_id` in the key list.
+async fn wait_key_id(api: &Api<ClusterAccount>, name: &str, key_id: i64) {
+    wait_for(api, name, &format!("Ready with key {key_id}"), move |a| {
+        ready(a.status.as_ref(), a, "True", None)
+            && a.status.as_ref().and_then(|s| s.key_id) == Some(key_id)
+    })
+    .await;
+}
+
 fn ready_condition(status: &AccountStatus) -> &mailtarget_operator::crd::Condition {
     status
         .conditions
@@ -319,19 +329,11 @@ async fn a_rotated_key_is_picked_up_without_restart() {
     put_secret(&env, "rotating", &old).await;
     create_cluster_account(&env, "rotating", "rotating").await;
     let api = cluster_accounts(&env);
-    wait_for(&api, "rotating", "Ready with the old key", move |a| {
-        ready(a.status.as_ref(), a, "True", None)
-            && a.status.as_ref().and_then(|s| s.key_id) == Some(old_id)
-    })
-    .await;
+    wait_key_id(&api, "rotating", old_id).await;
 
     env.api.delete_api_key(old_id).await.unwrap();
     put_secret(&env, "rotating", &new).await;
-    wait_for(&api, "rotating", "Ready with the new key", move |a| {
-        ready(a.status.as_ref(), a, "True", None)
-            && a.status.as_ref().and_then(|s| s.key_id) == Some(new_id)
-    })
-    .await;
+    wait_key_id(&api, "rotating", new_id).await;
     let registry = &env.ctx.as_ref().unwrap().accounts;
     let Resolved::Ready(handle) = registry.resolve(&AccountName::Cluster("rotating".into())) else {
         panic!("not Ready in the registry");
@@ -371,20 +373,7 @@ async fn an_account_with_a_declared_scope() {
     assert_eq!(status.scope, Some(KeyScope::Company));
     assert_eq!(status.scope_source, Some(ScopeSource::Declared));
     assert_eq!(status.key_id, None, "no key list read");
-    let reads: Vec<String> = env
-        .sim
-        .request_log()
-        .iter()
-        .map(|r| {
-            format!(
-                "{} {}?{}",
-                r.method,
-                r.path,
-                r.query.as_deref().unwrap_or_default()
-            )
-        })
-        .collect();
-    assert_eq!(reads, ["GET /api-key?page=1&size=1"]);
+    assert_eq!(service_requests(&env), ["GET /api-key?page=1&size=1"]);
     let registry = &env.ctx.as_ref().unwrap().accounts;
     assert!(matches!(
         registry.resolve(&AccountName::Namespaced {
@@ -568,11 +557,7 @@ async fn a_found_scope_is_kept_until_the_key_changes() {
     put_secret(&env, "kept", &old).await;
     create_cluster_account(&env, "kept", "kept").await;
     let api = cluster_accounts(&env);
-    wait_for(&api, "kept", "Ready with the old key found", move |a| {
-        ready(a.status.as_ref(), a, "True", None)
-            && a.status.as_ref().and_then(|s| s.key_id) == Some(old_id)
-    })
-    .await;
+    wait_key_id(&api, "kept", old_id).await;
     eventually("the first check is counted", || {
         checks(&env, "ClusterAccount") >= 1
     })
@@ -594,11 +579,7 @@ async fn a_found_scope_is_kept_until_the_key_changes() {
     assert_eq!(status.key_id, Some(old_id), "the found key is still shown");
 
     put_secret(&env, "kept", &new).await;
-    wait_for(&api, "kept", "Ready with the new key found", move |a| {
-        ready(a.status.as_ref(), a, "True", None)
-            && a.status.as_ref().and_then(|s| s.key_id) == Some(new_id)
-    })
-    .await;
+    wait_key_id(&api, "kept", new_id).await;
     env.stop().await;
 }
 

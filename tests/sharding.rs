@@ -286,6 +286,18 @@ async fn two_instances_converge_disjoint_shards() {
     }
 }
 
+/// Creates the Namespaces `names`.
+async fn create_namespaces(kube: &kube::Client, names: &[&str]) {
+    let namespaces: Api<Namespace> = Api::all(kube.clone());
+    for ns in names {
+        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap();
+    }
+}
+
 /// The objects of one namespace in the namespaced test: a sub account with a key (created by the
 /// SubAccount, adopted by the ApiKey), and a domain.
 async fn create_namespace_objects(kube: &kube::Client, ns: &str) {
@@ -334,14 +346,7 @@ async fn one_instance_watches_only_its_namespaces() {
     let server = TestApiServer::start().await.unwrap();
     let kube = server.client();
     install_crds(&kube).await;
-    let namespaces: Api<Namespace> = Api::all(kube.clone());
-    for ns in ["team-a", "team-b", "team-c"] {
-        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        namespaces
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap();
-    }
+    create_namespaces(&kube, &["team-a", "team-b", "team-c"]).await;
     let sim = Simulator::start(SimulatorConfig::new(KEY)).await.unwrap();
     create_namespace_objects(&kube, "team-c").await;
     create_namespace_objects(&kube, "team-a").await;
@@ -433,14 +438,7 @@ async fn sharded_instances_do_not_flip_a_cluster_account_status() {
     let server = TestApiServer::start().await.unwrap();
     let kube = server.client();
     install_crds(&kube).await;
-    let namespaces: Api<Namespace> = Api::all(kube.clone());
-    for ns in ["ops-a", "ops-b", "team-a", "team-b"] {
-        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        namespaces
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap();
-    }
+    create_namespaces(&kube, &["ops-a", "ops-b", "team-a", "team-b"]).await;
     let sim = Simulator::start(SimulatorConfig::new(KEY)).await.unwrap();
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "shared-key"},
