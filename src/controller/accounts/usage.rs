@@ -128,28 +128,9 @@ impl AccountRegistry {
             AccountName::Namespaced { .. } => None,
         };
         if let Some(account) = &cluster_object
-            && !self.namespace_may_use(account, namespace)
+            && let Some(refusal) = self.selector_refusal(&name, account, namespace)
         {
-            return Err(Refusal {
-                reason: "AccountNotAllowed",
-                message: format!(
-                    "{name} does not allow resources of namespace \"{namespace}\" (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
-                ),
-                stalled: true,
-            });
-        }
-        if let Some(account) = &cluster_object
-            && (account.spec.namespace_selector.is_some()
-                || account.spec.adoption_namespace_selector.is_some())
-            && !self.namespace_cached(namespace)
-        {
-            return Err(Refusal {
-                reason: "AccountNotReady",
-                message: format!(
-                    "namespace \"{namespace}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
-                ),
-                stalled: false,
-            });
+            return Err(refusal);
         }
         let handle = match self.resolve_checked(&name).await {
             Resolved::Ready(handle) => handle,
@@ -241,6 +222,36 @@ impl AccountRegistry {
         !asks_to_adopt(obj, owned) || self.namespace_may_adopt(&account, &namespace)
     }
 
+    /// Why ClusterAccount `account` (named `name`) refuses resources of `namespace` by its
+    /// selectors, before anything else is looked at: a wait while the namespace is not in the
+    /// cache (a selector cannot be evaluated on it yet), else `AccountNotAllowed` when its
+    /// `namespaceSelector` does not match.
+    fn selector_refusal(
+        &self,
+        name: &AccountName,
+        account: &crate::crd::ClusterAccount,
+        namespace: &str,
+    ) -> Option<Refusal> {
+        let has_selector = account.spec.namespace_selector.is_some()
+            || account.spec.adoption_namespace_selector.is_some();
+        if has_selector && !self.namespace_cached(namespace) {
+            return Some(Refusal {
+                reason: "AccountNotReady",
+                message: format!(
+                    "namespace \"{namespace}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
+                ),
+                stalled: false,
+            });
+        }
+        (!self.namespace_may_use(account, namespace)).then(|| Refusal {
+            reason: "AccountNotAllowed",
+            message: format!(
+                "{name} does not allow resources of namespace \"{namespace}\" (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
+            ),
+            stalled: true,
+        })
+    }
+
     /// [`AccountRegistry::resolve`], waiting (at most [`FIRST_LIST_WAIT`]) while the account
     /// exists but its first check has not been recorded yet (`Pending`: at start-up, or just
     /// created), so that resources do not flip to `AccountNotReady` for the moment a check takes.
@@ -310,5 +321,39 @@ mod tests {
                 name: "own".into()
             }
         );
+    }
+
+    /// A namespace the cache does not hold yet is a wait, not a refusal: its labels are not
+    /// known. A cached namespace outside the selector is refused; one inside it is not.
+    #[test]
+    fn an_uncached_namespace_waits_before_any_refusal() {
+        use k8s_openapi::api::core::v1::Namespace;
+        use kube::core::PartialObjectMeta;
+        use kube::runtime::watcher::Event;
+        let registry = AccountRegistry::new(None);
+        let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
+        for (name, tenant) in [("team-a", "true"), ("team-b", "false")] {
+            let mut meta = PartialObjectMeta::<Namespace>::default();
+            meta.metadata.name = Some(name.into());
+            meta.metadata.labels = Some([("tenant".to_string(), tenant.to_string())].into());
+            writer.apply_watcher_event(&Event::Apply(meta));
+        }
+        let _ = registry.namespaces.set(store);
+        let account: crate::crd::ClusterAccount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "mailtarget.co/v1alpha1", "kind": "ClusterAccount",
+            "metadata": {"name": "shared"},
+            "spec": {"credentials": {"secretRef": {"name": "mt"}},
+                     "namespaceSelector": {"matchLabels": {"tenant": "true"}}}
+        }))
+        .unwrap();
+        let name = AccountName::Cluster("shared".into());
+        let reason = |ns: &str| {
+            registry
+                .selector_refusal(&name, &account, ns)
+                .map(|r| (r.reason, r.stalled))
+        };
+        assert_eq!(reason("team-a"), None);
+        assert_eq!(reason("team-b"), Some(("AccountNotAllowed", true)));
+        assert_eq!(reason("new-team"), Some(("AccountNotReady", false)));
     }
 }
