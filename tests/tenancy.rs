@@ -177,9 +177,15 @@ async fn a_namespace_outside_the_selector_makes_no_call() {
     let made = key_ready(&env, "team-a", "app", "True", "Available").await;
     let id = made.status.unwrap().id.unwrap();
     assert!(env.sim.snapshot().api_keys.iter().any(|k| k.id == id));
-    // Still nothing for team-b: only team-a's list and create.
+    // Still nothing for team-b: team-a's key is the only one created.
     let refused = key_ready(&env, "team-b", "app", "False", "AccountNotAllowed").await;
     assert!(refused.status.unwrap().id.is_none());
+    assert_eq!(
+        service_writes(&env.sim).len(),
+        1,
+        "{:?}",
+        service_writes(&env.sim)
+    );
     env.stop().await;
 }
 
@@ -419,11 +425,12 @@ async fn an_owned_object_stays_owned_when_adoption_is_restricted() {
     let id = owned.status.unwrap().id;
     assert!(id.is_some());
 
+    env.sim.clear_request_log();
     cluster_account(&env, &env.sim, "default", common::KEY, "  scope: Company\n").await;
-    // The account's change reconciles the key again; it must stay Ready on its object.
+    // The account's change reconciles the key again (its first read through the new account's
+    // lists); it must stay Ready on its object.
     common::eventually("the key reconciled through the new default", || {
-        env.sim
-            .request_log()
+        resource_requests(&env.sim)
             .iter()
             .any(|r| r.method == "GET" && r.path == "/api-key")
     })
