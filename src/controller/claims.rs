@@ -178,17 +178,28 @@ pub fn preceding_owner<K: Claimant>(
     id: Option<i64>,
     others: impl IntoIterator<Item = Arc<K>>,
 ) -> Option<Arc<K>> {
+    owner_among(obj, id, others, |_| true)
+}
+
+/// [`preceding_owner`] among the `others` that are `eligible`; eligibility is asked last, of
+/// the rivals that claim what `obj` claims only.
+fn owner_among<K: Claimant>(
+    obj: &K,
+    id: Option<i64>,
+    others: impl IntoIterator<Item = Arc<K>>,
+    eligible: impl Fn(&K) -> bool,
+) -> Option<Arc<K>> {
     if !obj.writes() {
         return None;
     }
     let uid = &obj.meta().uid;
     let mine = obj.recorded_id();
+    let my_account = account_of(obj);
     let by_claim = id.is_none();
     let my_rank = rank(obj, id);
     others
         .into_iter()
         .filter(|o| &o.meta().uid != uid && o.writes())
-        .filter(|o| account_of(o.as_ref()) == account_of(obj))
         .filter(|o| {
             if by_claim {
                 let both_differ = matches!((mine, o.recorded_id()), (Some(a), Some(b)) if a != b);
@@ -197,7 +208,9 @@ pub fn preceding_owner<K: Claimant>(
                 o.recorded_id() == id
             }
         })
+        .filter(|o| account_of(o.as_ref()) == my_account)
         .filter(|o| rank(o.as_ref(), id) < my_rank)
+        .filter(|o| eligible(o.as_ref()))
         .min_by(|a, b| rank(a.as_ref(), id).cmp(&rank(b.as_ref(), id)))
 }
 
@@ -219,11 +232,7 @@ impl Claims {
         {
             tracing::warn!("the controller's cache is not filled yet; ownership not compared");
         }
-        let rivals = store
-            .state()
-            .into_iter()
-            .filter(|o| accounts.may_claim(o.as_ref()));
-        preceding_owner(obj, id, rivals)
+        owner_among(obj, id, store.state(), |o| accounts.may_claim(o))
     }
 }
 

@@ -14,7 +14,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
 use super::accounts::usage::account_name;
-use super::accounts::{Needs, Usage};
+use super::accounts::{Needs, Refusal, Usage};
 use super::claims::Claimant;
 use super::common::{is_paused, spec_changed};
 use super::context::{Context, object_uid};
@@ -453,16 +453,8 @@ async fn account_of<K: Managed>(
     ctx: &Context,
     old: &K::Status,
 ) -> std::result::Result<Usage, ConvergeResult<K::Status>> {
-    let needs = Needs {
-        adoption: super::accounts::usage::asks_to_adopt(obj, old.owned_id()),
-        company_key: K::NEEDS_COMPANY_KEY,
-    };
-    let namespace = obj.namespace().unwrap_or_default();
-    match ctx
-        .accounts
-        .usage(&namespace, K::account_ref(obj), needs)
-        .await
-    {
+    let adoption = super::accounts::usage::asks_to_adopt(obj, old.owned_id());
+    match usage_of(ctx, obj, adoption).await {
         Ok(usage) => Ok(usage),
         Err(refusal) if refusal.stalled => {
             Err(Err(Failure::blocked(refusal.reason, refusal.message, old)))
@@ -478,6 +470,22 @@ async fn account_of<K: Managed>(
             }))
         }
     }
+}
+
+/// [`super::accounts::AccountRegistry::usage`] for `obj`, asking to adopt when `adoption`.
+async fn usage_of<K: Managed>(
+    ctx: &Context,
+    obj: &K,
+    adoption: bool,
+) -> std::result::Result<Usage, Refusal> {
+    let needs = Needs {
+        adoption,
+        company_key: K::NEEDS_COMPANY_KEY,
+    };
+    let namespace = obj.namespace().unwrap_or_default();
+    ctx.accounts
+        .usage(&namespace, K::account_ref(obj), needs)
+        .await
 }
 
 /// Where the spec puts the object.
@@ -562,20 +570,12 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     if obj.recorded_id().is_none() && !identity::pending_is_ours(ctx, obj) {
         return Ok(Action::await_change());
     }
-    let needs = Needs {
-        adoption: false,
-        company_key: K::NEEDS_COMPANY_KEY,
-    };
-    let namespace = obj.namespace().unwrap_or_default();
-    let usage = ctx
-        .accounts
-        .usage(&namespace, K::account_ref(obj), needs)
-        .await
-        .map_err(Error::Account)?;
+    let usage = usage_of(ctx, obj, false).await.map_err(Error::Account)?;
     let service = usage.service.as_ref();
     let id = match (obj.recorded_id(), K::desired(obj)) {
         (Some(id), _) => Some(id),
-        (None, Ok(desired)) if identity::pending_is_ours(ctx, obj) => {
+        // The pending marker is ours (checked above).
+        (None, Ok(desired)) => {
             let found = driver::find_created::<K>(service.client(), &desired)
                 .await
                 .map_err(Error::Api)?;

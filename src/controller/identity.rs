@@ -27,10 +27,7 @@ use crate::engine::{Found, MatchedBy};
 /// The adoption policy in force for `obj`: its annotation, else the operator's default. An
 /// invalid annotation counts as none (validation reports it as `InvalidSpec` first).
 pub fn adoption_policy<K: ResourceExt>(ctx: &Context, obj: &K) -> Option<AdoptionPolicy> {
-    AdoptionPolicy::from_annotations(obj.annotations())
-        .ok()
-        .flatten()
-        .or(ctx.settings.default_adoption_policy)
+    AdoptionPolicy::annotated(obj.meta()).or(ctx.settings.default_adoption_policy)
 }
 
 /// True when `obj` carries a pending-create marker, whoever wrote it (for list freshness
@@ -54,14 +51,18 @@ pub fn pending_is_ours<K: ResourceExt>(ctx: &Context, obj: &K) -> bool {
     let Some((time, mac)) = value.split_once(' ') else {
         return false;
     };
-    pending_mac(ctx, obj, time) == mac
+    ctx.digest.verifies(&pending_message(obj, time), mac)
 }
 
 /// The MAC of a pending-create marker written at `time` for `obj` (see [`pending_is_ours`]).
 fn pending_mac<K: ResourceExt>(ctx: &Context, obj: &K, time: &str) -> String {
+    ctx.digest.of(&pending_message(obj, time))
+}
+
+/// What the MAC of a pending-create marker covers: the resource's UID and the marker's time.
+fn pending_message<K: ResourceExt>(obj: &K, time: &str) -> Vec<u8> {
     let uid = obj.meta().uid.as_deref().unwrap_or_default();
-    ctx.digest
-        .of(format!("mailtarget-operator/create-pending/v1\0{uid}\0{time}").as_bytes())
+    format!("mailtarget-operator/create-pending/v1\0{uid}\0{time}").into_bytes()
 }
 
 /// Why `found` may not be managed by the resource, for people (`None`: it may). `owned` is the

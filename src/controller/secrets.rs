@@ -35,6 +35,22 @@ impl ValueDigest {
         ValueDigest(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key))
     }
 
+    /// True when `hex` is the digest of `bytes`, compared in constant time
+    /// (`ring::hmac::verify`).
+    pub fn verifies(&self, bytes: &[u8], hex: &str) -> bool {
+        let Some(tag) = (0..hex.len())
+            .step_by(2)
+            .map(|i| {
+                hex.get(i..i + 2)
+                    .and_then(|b| u8::from_str_radix(b, 16).ok())
+            })
+            .collect::<Option<Vec<u8>>>()
+        else {
+            return false;
+        };
+        ring::hmac::verify(&self.0, bytes, &tag).is_ok()
+    }
+
     /// The digest of `bytes`, hex.
     pub fn of(&self, bytes: &[u8]) -> String {
         ring::hmac::sign(&self.0, bytes)
@@ -263,4 +279,21 @@ pub async fn ensure_over<K: Resource<DynamicType = ()>>(
     )
     .await?;
     Ok(SecretWrite::Written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ValueDigest;
+
+    /// A digest verifies for its own bytes only; a changed or malformed digest does not.
+    #[test]
+    fn a_digest_verifies_its_own_bytes_only() {
+        let digest = ValueDigest::new(b"key");
+        let hex = digest.of(b"value");
+        assert!(digest.verifies(b"value", &hex));
+        assert!(!digest.verifies(b"other", &hex));
+        assert!(!digest.verifies(b"value", &hex[..hex.len() - 2]));
+        assert!(!digest.verifies(b"value", "zz"));
+        assert!(!ValueDigest::new(b"another key").verifies(b"value", &hex));
+    }
 }

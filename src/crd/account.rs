@@ -235,6 +235,9 @@ pub struct AccountSpec {
     pub connection: AccountConnection,
 }
 
+/// The name of the ClusterAccount a resource without `spec.accountRef` uses.
+pub const DEFAULT_ACCOUNT: &str = "default";
+
 /// The kind of account an [`AccountReference`] names.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum AccountRefKind {

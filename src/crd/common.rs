@@ -39,6 +39,16 @@ pub enum AdoptionPolicy {
 }
 
 impl AdoptionPolicy {
+    /// The policy the annotations of `meta` set; an invalid value counts as none (validation
+    /// reports it as `InvalidSpec` first).
+    pub fn annotated(
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Option<Self> {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| Self::from_annotations(a).ok().flatten())
+    }
+
     /// The policy `annotations` set (`None` when absent).
     ///
     /// Errors: a message for people when the value is neither `Adopt` nor `AdoptOrCreate`.

@@ -126,7 +126,9 @@ impl Resource {
     /// operator reads that account's credentials.
     pub fn offline_account_problem(&self) -> Option<String> {
         let r = self.account_ref()?;
-        if r.kind == crate::crd::AccountRefKind::ClusterAccount && r.name == "default" {
+        if r.kind == crate::crd::AccountRefKind::ClusterAccount
+            && r.name == crate::crd::account::DEFAULT_ACCOUNT
+        {
             return None;
         }
         let kind = match r.kind {

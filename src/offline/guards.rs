@@ -51,10 +51,7 @@ pub(crate) fn apply(entries: &mut [Entry], steps: &mut [Step], resources: &[Reso
 }
 
 fn adoption_policy(r: &Resource) -> Option<AdoptionPolicy> {
-    r.meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| AdoptionPolicy::from_annotations(a).ok().flatten())
+    AdoptionPolicy::annotated(r.meta())
 }
 
 /// An `ObserveOnly` entry: the differences become notes, nothing is written.

@@ -19,11 +19,6 @@ use crate::api::{ApiError, Client as ApiClient, ClientConfig, ListApiKeysQuery};
 use crate::controller::status::Outcome;
 use crate::crd::{AccountConnection, KeyScope, ScopeSource};
 
-/// Why the key could not be read, as a condition says it.
-pub(super) fn credentials_problem(reason: &'static str, message: String) -> Outcome {
-    Outcome::Stalled { reason, message }
-}
-
 /// Reads the key `connection` names from Secret `namespace/<name>`: the key, and the Secret's
 /// `resourceVersion`.
 ///
@@ -41,44 +36,44 @@ pub(super) async fn read_key(
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), namespace);
     let shown = format!("Secret \"{namespace}/{}\"", reference.name);
     let Some(secret) = secrets.get_opt(&reference.name).await? else {
-        return Ok(Err(credentials_problem(
-            "CredentialsNotFound",
-            format!(
+        return Ok(Err(Outcome::Stalled {
+            reason: "CredentialsNotFound",
+            message: format!(
                 "{shown} not found: create it with the API key under the key \"{}\"",
                 reference.key
             ),
-        )));
+        }));
     };
     let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(&reference.key)) else {
-        return Ok(Err(credentials_problem(
-            "CredentialsNotFound",
-            format!(
+        return Ok(Err(Outcome::Stalled {
+            reason: "CredentialsNotFound",
+            message: format!(
                 "{shown} has no key \"{}\": put the API key under it or set spec.credentials.secretRef.key",
                 reference.key
             ),
-        )));
+        }));
     };
     let Ok(text) = std::str::from_utf8(&bytes.0) else {
-        return Ok(Err(credentials_problem(
-            "CredentialsInvalid",
-            format!("{shown} key \"{}\" is not UTF-8 text", reference.key),
-        )));
+        return Ok(Err(Outcome::Stalled {
+            reason: "CredentialsInvalid",
+            message: format!("{shown} key \"{}\" is not UTF-8 text", reference.key),
+        }));
     };
     let key = text.trim();
     if key.is_empty() {
-        return Ok(Err(credentials_problem(
-            "CredentialsInvalid",
-            format!("{shown} key \"{}\" is empty", reference.key),
-        )));
+        return Ok(Err(Outcome::Stalled {
+            reason: "CredentialsInvalid",
+            message: format!("{shown} key \"{}\" is empty", reference.key),
+        }));
     }
     if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
-        return Ok(Err(credentials_problem(
-            "CredentialsInvalid",
-            format!(
+        return Ok(Err(Outcome::Stalled {
+            reason: "CredentialsInvalid",
+            message: format!(
                 "{shown} key \"{}\" holds characters not allowed in an HTTP header (a line break inside the key?)",
                 reference.key
             ),
-        )));
+        }));
     }
     let version = secret.metadata.resource_version.clone().unwrap_or_default();
     Ok(Ok((SecretString::from(key.to_owned()), version)))

@@ -547,10 +547,9 @@ async fn unless_never_listed<K>(
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    use futures::FutureExt;
     let abandon = async move {
         stop.await;
-        if matches!(cache.wait_until_ready().now_or_never(), Some(Ok(()))) {
+        if registry::listed(Some(&cache)) {
             futures::future::pending::<()>().await;
         }
     };

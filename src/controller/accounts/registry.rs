@@ -24,8 +24,7 @@ use crate::crd::{Account, ClusterAccount, KeyScope};
 /// kind's cache has not listed yet.
 pub const PENDING: &str = "Pending";
 
-/// The name of the ClusterAccount a resource without `accountRef` uses.
-pub const DEFAULT_ACCOUNT: &str = "default";
+pub use crate::crd::account::DEFAULT_ACCOUNT;
 
 /// Names one account.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -322,7 +321,7 @@ impl AccountRegistry {
     }
 
     /// True when `namespace` is in the Namespace cache (selectors can be evaluated for it).
-    pub fn namespace_cached(&self, namespace: &str) -> bool {
+    pub(super) fn namespace_cached(&self, namespace: &str) -> bool {
         self.namespaces
             .get()
             .is_some_and(|s| s.get(&ObjectRef::new(namespace)).is_some())
@@ -334,7 +333,6 @@ impl AccountRegistry {
         checked.get(name).filter(|c| c.uid == uid).cloned()
     }
 
-    /// Records the check of `name`.
     /// Records the check of `name`; the resources using it are reconciled again when what it
     /// gives them changed (ready or not, or another client).
     pub(super) fn record(&self, name: AccountName, mut entry: Checked) {
@@ -375,22 +373,19 @@ impl AccountRegistry {
     }
 
     /// True when the operator was given flags for the `default` account.
-    pub fn has_flags_default(&self) -> bool {
+    pub(super) fn has_flags_default(&self) -> bool {
         self.from_flags.is_some()
     }
 }
 
 /// True when `store` is unset (no account watch runs: every name is absent) or has listed.
-fn listed<K: kube::Resource + Clone + 'static>(store: Option<&Store<K>>) -> bool
+pub(super) fn listed<K: kube::Resource + Clone + 'static>(store: Option<&Store<K>>) -> bool
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     use futures::FutureExt;
     store.is_none_or(|s| matches!(s.wait_until_ready().now_or_never(), Some(Ok(()))))
 }
-
-/// Shared handle of the registry, as the context holds it.
-pub type SharedRegistry = Arc<AccountRegistry>;
 
 #[cfg(test)]
 mod tests {

@@ -113,13 +113,10 @@ impl<K: AccountObject> SecretIndex<K> {
 
     /// The accounts that reference Secret `namespace/name`, by namespace and name.
     pub(super) fn accounts(&self, namespace: &str, name: &str) -> Vec<ObjectRef<K>> {
-        let mut found: Vec<ObjectRef<K>> = self
-            .by_secret
+        self.by_secret
             .get(&(namespace.to_owned(), name.to_owned()))
             .map(|accounts| accounts.iter().cloned().collect())
-            .unwrap_or_default();
-        found.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        found
+            .unwrap_or_default()
     }
 }
 
@@ -214,11 +211,13 @@ mod tests {
         namespace: &str,
         secret: &str,
     ) -> Vec<String> {
-        index
+        let mut names: Vec<String> = index
             .accounts(namespace, secret)
             .into_iter()
             .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
-            .collect()
+            .collect();
+        names.sort();
+        names
     }
 
     /// An Account is found by its own namespace and Secret name; a spec naming another Secret

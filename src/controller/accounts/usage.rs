@@ -77,15 +77,7 @@ pub struct Needs {
 /// adoption keeps its object). Where the account refuses adoption, the policy is ignored
 /// for lookups, so an owned object that is gone is never replaced by adopting another.
 pub fn asks_to_adopt<K: kube::Resource>(obj: &K, owned: Option<i64>) -> bool {
-    let policy = crate::crd::AdoptionPolicy::from_annotations(
-        obj.meta()
-            .annotations
-            .as_ref()
-            .unwrap_or(&Default::default()),
-    )
-    .ok()
-    .flatten()
-    .is_some();
+    let policy = crate::crd::AdoptionPolicy::annotated(obj.meta()).is_some();
     let external = crate::controller::claims::external_id(obj);
     (policy && owned.is_none()) || external.is_some_and(|e| owned != Some(e))
 }

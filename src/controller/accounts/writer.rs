@@ -106,13 +106,13 @@ pub(super) async fn write<K: AccountObject>(
         }
         match write_status(&api, &name, &new, &Revision::of(copy)).await {
             Ok(_) => return Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 && attempt == 0 => {
+            Err(e) if crate::controller::revision::is_conflict(&e) && attempt == 0 => {
                 let Some(current) = api.get_opt(&name).await? else {
                     return Ok(true);
                 };
                 fresh = Some(current);
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => break,
+            Err(e) if crate::controller::revision::is_conflict(&e) => break,
             Err(e) => return Err(e.into()),
         }
     }
