@@ -9,6 +9,22 @@ pub const MAX_VALUE_CHARS: usize = 300;
 /// Most characters of one printed line or message, which may embed several values.
 pub const MAX_LINE_CHARS: usize = 2000;
 
+/// `text` cut to at most `max_chars` characters (`max_chars` ≥ 1), the last one `…` when it
+/// was cut; unchanged when it fits. Nothing is escaped (see [`printable`] for text shown on a
+/// terminal).
+pub fn cut(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_owned(),
+        Some(_) => {
+            let kept = text
+                .char_indices()
+                .nth(max_chars.saturating_sub(1))
+                .map_or(text.len(), |(at, _)| at);
+            format!("{}…", &text[..kept])
+        }
+    }
+}
+
 /// `text` made safe to print: every character that could end a line, move the cursor or hide
 /// text is escaped (newline as `\n`, carriage return as `\r`, tab as `\t`; any other C0 or C1
 /// control character, DEL, bidirectional override or isolate, zero-width character, line or

@@ -322,11 +322,7 @@ impl Client {
         else {
             return Ok(timeout);
         };
-        let left = gate
-            .writable_until()
-            .and_then(|until| until.checked_duration_since(Instant::now()))
-            .filter(|left| !left.is_zero());
-        match left {
+        match gate.time_left() {
             Some(left) => Ok(timeout.min(left)),
             None => {
                 tracing::debug!(endpoint = endpoint.label, "write refused by the write gate");

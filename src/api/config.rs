@@ -41,6 +41,14 @@ pub trait WriteGate: Send + Sync {
     /// The instant until which writes may be sent (by the monotonic clock), or `None` when they
     /// may not be sent at all.
     fn writable_until(&self) -> Option<std::time::Instant>;
+
+    /// The time a write may still take now, or `None` when it may not be sent (no deadline, or
+    /// the deadline has passed).
+    fn time_left(&self) -> Option<Duration> {
+        self.writable_until()
+            .and_then(|until| until.checked_duration_since(std::time::Instant::now()))
+            .filter(|left| !left.is_zero())
+    }
 }
 
 /// Retry policy for idempotent calls (GET, PUT, DELETE) on 429, 5xx, timeouts and transport

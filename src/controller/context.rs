@@ -119,8 +119,10 @@ impl Context {
         );
         let details =
             DetailSchedule::new(settings.resync_interval, settings.detail_resync_interval);
-        let accounts = Arc::new(super::accounts::AccountRegistry::new(Some(flags)));
-        let _ = accounts.list_max_age.set(settings.resync_interval);
+        let accounts = Arc::new(super::accounts::AccountRegistry::new(
+            Some(flags),
+            settings.resync_interval,
+        ));
         Context {
             kube,
             api,
@@ -166,10 +168,7 @@ impl Context {
             }
             Err(_) => 1,
         };
-        let base = first
-            .checked_mul(1u32 << (n - 1).min(16))
-            .unwrap_or(self.settings.max_error_backoff);
-        base.min(self.settings.max_error_backoff)
+        crate::engine::Pacing::backoff(n - 1, first, self.settings.max_error_backoff)
             .mul_f64(1.0 + rand::random::<f64>() * 0.2)
     }
 

@@ -277,7 +277,7 @@ fn outcome<K: ManagedKind>(
             diff.join("; ")
         );
         return Outcome::Progressing {
-            reason: "DriftDetected",
+            reason: crate::crd::conditions::REASON_DRIFT_DETECTED,
             message,
         };
     }
@@ -287,7 +287,7 @@ fn outcome<K: ManagedKind>(
             message: format!("{}{notes}", summary.message),
         },
         (true, false) => Outcome::Ready {
-            reason: "Observed",
+            reason: crate::crd::conditions::REASON_OBSERVED,
             message: format!("{} (ObserveOnly){notes}", summary.message),
         },
         (false, _) => {

@@ -49,8 +49,7 @@ impl LeaderGate {
 
     /// True while writes may be sent.
     pub fn is_open(&self) -> bool {
-        self.writable_until()
-            .is_some_and(|until| until > Instant::now())
+        self.time_left().is_some()
     }
 
     fn set(&self, until: Option<Instant>) {
@@ -62,13 +61,6 @@ impl WriteGate for LeaderGate {
     fn writable_until(&self) -> Option<Instant> {
         *self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// The time a write may still take, or `None` when it may not be sent.
-fn time_left(gate: &dyn WriteGate) -> Option<Duration> {
-    gate.writable_until()
-        .and_then(|until| until.checked_duration_since(Instant::now()))
-        .filter(|left| !left.is_zero())
 }
 
 /// A Kubernetes client for `config` whose writes (any method but GET, HEAD and OPTIONS; watches
@@ -129,7 +121,7 @@ where
             let response = self.inner.call(request);
             return Box::pin(async move { response.await.map_err(Into::into) });
         }
-        let Some(left) = time_left(&self.gate) else {
+        let Some(left) = self.gate.time_left() else {
             let refused: BoxError = format!(
                 "{} {} not sent: this replica does not hold the leader lease within its renew deadline",
                 request.method(),
@@ -259,7 +251,7 @@ impl Elector {
     pub async fn keep(&mut self) -> Lost {
         loop {
             tokio::time::sleep(self.settings.retry_period).await;
-            let Some(left) = time_left(&self.gate) else {
+            let Some(left) = self.gate.time_left() else {
                 return self.lost(Lost::DeadlinePassed);
             };
             match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
@@ -465,9 +457,12 @@ mod tests {
         assert!(!gate.is_open());
         gate.set(Some(Instant::now() + Duration::from_secs(60)));
         assert!(gate.is_open());
-        assert!(time_left(&gate).is_some_and(|left| left <= Duration::from_secs(60)));
+        assert!(
+            gate.time_left()
+                .is_some_and(|left| left <= Duration::from_secs(60))
+        );
         gate.set(Some(Instant::now()));
         assert!(!gate.is_open());
-        assert_eq!(time_left(&gate), None);
+        assert_eq!(gate.time_left(), None);
     }
 }

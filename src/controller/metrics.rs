@@ -150,6 +150,12 @@ impl Metrics {
             code: status.map_or_else(|| "none".to_string(), |s| s.to_string()),
             account: account.to_owned(),
         };
+        // A series seen before is only counted; the first request of one records it for
+        // `forget_account` too.
+        if let Some(counter) = self.requests.get(&labels) {
+            counter.inc();
+            return;
+        }
         self.requests.get_or_create(&labels).inc();
         let mut series = self
             .account_series

@@ -56,14 +56,7 @@ pub const MAX_CONDITION_MESSAGE_CHARS: usize = 2000;
 
 /// `message` cut after [`MAX_CONDITION_MESSAGE_CHARS`] characters, ending with `…` when cut.
 pub fn bounded_message(message: &str) -> String {
-    if message.chars().nth(MAX_CONDITION_MESSAGE_CHARS).is_none() {
-        return message.to_owned();
-    }
-    let kept = message
-        .char_indices()
-        .nth(MAX_CONDITION_MESSAGE_CHARS - 1)
-        .map_or(message.len(), |(at, _)| at);
-    format!("{}…", &message[..kept])
+    crate::text::cut(message, MAX_CONDITION_MESSAGE_CHARS)
 }
 
 fn condition(
@@ -114,22 +107,9 @@ pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: 
     );
 }
 
-/// Writes `status` of `name` with server-side apply under the operator's field manager
-/// (the status subresource; `force` takes ownership from earlier managers), whatever version the
-/// object has. Returns the object as the write left it (its `metadata.resourceVersion` is the
-/// version the write produced).
-///
-/// Errors: the Kubernetes API's error.
-pub async fn patch_status<K, S>(api: &Api<K>, name: &str, status: &S) -> Result<K, kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-    S: Serialize,
-{
-    send_status(api, name, status_patch::<K, S>(status)).await
-}
-
-/// Writes `status` of `name` as [`patch_status`] does, over the version `revision` holds (see
-/// [`super::revision`]), and takes the version the write produced into `revision`.
+/// Writes `status` of `name` with a server-side apply of the status subresource as the
+/// operator's field manager (forced: the operator owns status), over the version `revision`
+/// holds (see [`super::revision`]), and takes the version the write produced into `revision`.
 ///
 /// Errors: the Kubernetes API's error; 409 Conflict when the object changed since that version
 /// (nothing is written).
@@ -145,7 +125,13 @@ where
 {
     let mut patch = status_patch::<K, S>(status);
     revision.stamp(&mut patch);
-    let written = send_status(api, name, patch).await?;
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
     revision.advance(&written);
     Ok(written)
 }
@@ -156,22 +142,6 @@ fn status_patch<K: Resource<DynamicType = ()>, S: Serialize>(status: &S) -> serd
         "kind": K::kind(&()),
         "status": status,
     })
-}
-
-async fn send_status<K>(
-    api: &Api<K>,
-    name: &str,
-    patch: serde_json::Value,
-) -> Result<K, kube::Error>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
 }
 
 #[cfg(test)]

@@ -6,6 +6,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Condition type that is `True` when the API object matches the spec.
 pub const READY: &str = "Ready";
+/// `Ready` reason of an `ObserveOnly` resource whose object matches its spec.
+pub const REASON_OBSERVED: &str = "Observed";
+/// `Ready` reason of an `ObserveOnly` resource whose object differs from its spec.
+pub const REASON_DRIFT_DETECTED: &str = "DriftDetected";
 /// Condition type that is `True` while the operator is still working towards the spec (kstatus).
 pub const RECONCILING: &str = "Reconciling";
 /// Condition type that is `True` when progress needs a change by the user (kstatus).

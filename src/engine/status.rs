@@ -38,8 +38,9 @@ pub trait ManagedStatus: Clone + Default + Serialize + Send + Sync {
             Some(Ownership::Owned) => Some(id),
             Some(Ownership::Observed) => None,
             None => {
-                let observed = self.conditions().iter().any(|c| {
-                    c.type_ == "Ready" && matches!(c.reason.as_str(), "Observed" | "DriftDetected")
+                use crate::crd::conditions::{READY, REASON_DRIFT_DETECTED, REASON_OBSERVED, find};
+                let observed = find(self.conditions(), READY).is_some_and(|c| {
+                    c.reason == REASON_OBSERVED || c.reason == REASON_DRIFT_DETECTED
                 });
                 (!observed).then_some(id)
             }

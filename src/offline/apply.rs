@@ -11,7 +11,7 @@ use super::{secrets, twins};
 use crate::api::{Client, SubAccountDetail};
 use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
-use crate::engine::kinds::sending_domain::records;
+use crate::engine::kinds::sending_domain::{self, records};
 use crate::engine::{Found, MatchedBy, natural_key};
 use crate::engine::{ManagedKind, StepReport};
 use crate::files::SafeDir;
@@ -326,7 +326,7 @@ async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
     let (mut o, detail) = apply_one(ctx, p, entry, namespace, None, true).await;
     if let Some(detail) = &detail {
         o.dns_records = records::dns_records(detail);
-        o.verified = Some(o.dns_records.iter().all(|r| r.verified));
+        o.verified = Some(sending_domain::verified(detail));
     }
     o
 }

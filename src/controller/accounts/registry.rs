@@ -129,9 +129,8 @@ pub struct AccountRegistry {
     /// Settings of every account's client besides key, addresses and budget: timeout, CA
     /// bundle, retries, request observer (from the operator's flags, set when it runs).
     pub(super) template: OnceLock<ClientConfig>,
-    /// How old an account's cached list may be (the resync interval, set when the operator
-    /// runs; 5 minutes before).
-    pub(in crate::controller) list_max_age: OnceLock<std::time::Duration>,
+    /// How old an account's cached list may be (the resync interval).
+    list_max_age: std::time::Duration,
     /// Set once a reconcile waited for the account caches' first lists (see
     /// [`AccountRegistry::usage`]).
     pub(super) first_lists_awaited: std::sync::atomic::AtomicBool,
@@ -152,8 +151,9 @@ pub struct AccountRegistry {
 impl AccountRegistry {
     /// A registry whose `default` account, while no ClusterAccount `default` exists, is
     /// `from_flags` (the operator's `--api-key` and addresses; a company key by the flag's
-    /// definition).
-    pub fn new(from_flags: Option<Arc<AccountCache>>) -> Self {
+    /// definition); accounts' cached lists are read again when older than `list_max_age` (the
+    /// resync interval).
+    pub fn new(from_flags: Option<Arc<AccountCache>>, list_max_age: std::time::Duration) -> Self {
         AccountRegistry {
             from_flags,
             checked: RwLock::default(),
@@ -162,7 +162,7 @@ impl AccountRegistry {
             namespaces: OnceLock::new(),
             operator_namespace: OnceLock::new(),
             template: OnceLock::new(),
-            list_max_age: OnceLock::new(),
+            list_max_age,
             first_lists_awaited: std::sync::atomic::AtomicBool::new(false),
             warned: Mutex::default(),
             subscribers: Default::default(),
@@ -183,12 +183,7 @@ impl AccountRegistry {
 
     /// The account's client with fresh (empty) cached lists.
     pub(super) fn service(&self, client: ApiClient) -> Arc<AccountCache> {
-        let max_age = self
-            .list_max_age
-            .get()
-            .copied()
-            .unwrap_or(std::time::Duration::from_secs(300));
-        Arc::new(AccountCache::new(client, max_age))
+        Arc::new(AccountCache::new(client, self.list_max_age))
     }
 
     /// Logs, once per object, that ClusterAccount `default` (UID `uid`, client `client`) is used
@@ -405,10 +400,9 @@ mod tests {
     /// no other name resolves; with no flags, `default` is not found either.
     #[test]
     fn flags_stand_in_for_a_missing_default() {
-        let registry = AccountRegistry::new(Some(Arc::new(AccountCache::new(
-            client(),
-            std::time::Duration::from_secs(300),
-        ))));
+        let max_age = std::time::Duration::from_secs(300);
+        let flags = Arc::new(AccountCache::new(client(), max_age));
+        let registry = AccountRegistry::new(Some(flags), max_age);
         match registry.resolve(&AccountName::default_account()) {
             Resolved::Ready(h) => {
                 assert!(h.from_flags);
@@ -421,7 +415,8 @@ mod tests {
             Resolved::NotFound
         ));
         assert!(matches!(
-            AccountRegistry::new(None).resolve(&AccountName::default_account()),
+            AccountRegistry::new(None, std::time::Duration::from_secs(300))
+                .resolve(&AccountName::default_account()),
             Resolved::NotFound
         ));
     }
@@ -442,7 +437,7 @@ mod tests {
     #[test]
     fn namespace_selectors() {
         use kube::runtime::watcher::Event;
-        let registry = AccountRegistry::new(None);
+        let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
         let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
         for (name, tenant) in [
             ("ops", None),

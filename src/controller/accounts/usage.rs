@@ -322,7 +322,7 @@ mod tests {
         use k8s_openapi::api::core::v1::Namespace;
         use kube::core::PartialObjectMeta;
         use kube::runtime::watcher::Event;
-        let registry = AccountRegistry::new(None);
+        let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
         let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
         for (name, tenant) in [("team-a", "true"), ("team-b", "false")] {
             let mut meta = PartialObjectMeta::<Namespace>::default();

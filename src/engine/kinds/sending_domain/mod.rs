@@ -78,7 +78,8 @@ impl From<&SendingDomainDetail> for Observed {
     }
 }
 
-fn verified(d: &SendingDomainDetail) -> bool {
+/// True when all three records of `d` are verified (SPF, DKIM, CNAME).
+pub(crate) fn verified(d: &SendingDomainDetail) -> bool {
     d.spf_verified && d.dkim_verified && d.cname_verified
 }
 
@@ -436,7 +437,7 @@ fn status_from_detail(d: &SendingDomainDetail) -> SendingDomainStatus {
         types: d.types.clone(),
         assignment: Some(d.assignment.clone()),
         sub_account_id: Some(d.sub_account_id),
-        verified: records.iter().all(|r| r.verified),
+        verified: verified(d),
         dns_records: records,
         dkim_selector: Some(d.dkim_selector.clone()),
         dkim_public_key: Some(d.dkim_public_key.clone()),
