@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Env, Options, create, eventually, ready_is, wait_for};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use mailtarget_operator::api::{CreateApiKey, CreateSubAccount, ListApiKeysQuery};
 use mailtarget_operator::controller::accounts::{AccountName, Resolved};
 use mailtarget_operator::crd::{Account, AccountStatus, ClusterAccount, KeyScope, ScopeSource};
@@ -45,15 +45,7 @@ fn secret(name: &str, key: &str, value: &str) -> Secret {
 
 /// Writes Secret `name` in `default` holding `value` under `apiKey` (created, or replaced).
 async fn put_secret(env: &Env, name: &str, value: &str) {
-    let secrets: Api<Secret> = env.api();
-    secrets
-        .patch(
-            name,
-            &PatchParams::apply("accounts-test").force(),
-            &Patch::Apply(&secret(name, "apiKey", value)),
-        )
-        .await
-        .unwrap();
+    common::put_key_secret(&env.kube, "default", name, value).await;
 }
 
 /// A new company key at the service: its id and value.
@@ -98,16 +90,7 @@ fn ready<K: kube::Resource>(
 /// Reconciles of `kind` (`ClusterAccount`, `Account`) the running operator finished, whatever
 /// their result (its `mailtarget_reconciles_total`).
 fn checks(env: &Env, kind: &str) -> u64 {
-    let kind = format!("kind=\"{kind}\"");
-    env.ctx
-        .as_ref()
-        .unwrap()
-        .metrics
-        .encode()
-        .lines()
-        .filter(|l| l.starts_with("mailtarget_reconciles_total{") && l.contains(&kind))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    common::reconciles(&env.ctx.as_ref().unwrap().metrics, kind)
 }
 
 /// The simulator's requests since its log was last cleared, as `METHOD /path?query`.
@@ -244,12 +227,13 @@ async fn a_wrong_key_is_unauthorized() {
     .await;
     let status = a.status.unwrap();
     let condition = ready_condition(&status);
+    // The key's absence first: the next assertion prints the message when it fails.
+    assert!(!condition.message.contains("not-a-key-of-this-company"));
     assert!(
         condition.message.contains("Secret \"default/wrong\""),
         "{}",
         condition.message
     );
-    assert!(!condition.message.contains("not-a-key-of-this-company"));
     assert!(
         status
             .conditions

@@ -692,21 +692,10 @@ async fn api_rejection_stalls_until_the_spec_changes() {
     assert_eq!(posts(), 1, "a rejected create is not retried");
     // The Warning follows the status that holds the stall.
     let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let list = events.list(&Default::default()).await.unwrap();
-        if list.items.iter().any(|e| {
-            e.reason.as_deref() == Some("ApiRejected") && e.type_.as_deref() == Some("Warning")
-        }) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no ApiRejected Warning within 30 s: {:?}",
-            list.items
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait_event(&events, "ApiRejected Warning", |e| {
+        e.reason.as_deref() == Some("ApiRejected") && e.type_.as_deref() == Some("Warning")
+    })
+    .await;
     keys.patch(
         "ci",
         &PatchParams::default(),
@@ -716,13 +705,11 @@ async fn api_rejection_stalls_until_the_spec_changes() {
     .unwrap();
     wait_for(&keys, "ci", "Ready after the fix", key_ready).await;
     assert_eq!(posts(), 2);
-    let list = events.list(&Default::default()).await.unwrap();
-    assert!(
-        list.items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("Created")),
-        "a Created event is published"
-    );
+    // A Created event is published.
+    common::wait_event(&events, "Created", |e| {
+        e.reason.as_deref() == Some("Created")
+    })
+    .await;
     env.stop().await;
 }
 

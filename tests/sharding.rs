@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{KEY, WAIT, api_client, eventually, install_crds, ready_is, wait_for};
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
@@ -288,13 +288,8 @@ async fn two_instances_converge_disjoint_shards() {
 
 /// Creates the Namespaces `names`.
 async fn create_namespaces(kube: &kube::Client, names: &[&str]) {
-    let namespaces: Api<Namespace> = Api::all(kube.clone());
     for ns in names {
-        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-        namespaces
-            .create(&PostParams::default(), &obj)
-            .await
-            .unwrap();
+        common::create_namespace(kube, ns, &[]).await;
     }
 }
 
@@ -416,17 +411,6 @@ async fn one_instance_watches_only_its_namespaces() {
         .expect("the operator's task did not panic");
 }
 
-/// Reconciles of `kind` an instance finished, whatever their result.
-fn reconciles(metrics: &Metrics, kind: &str) -> u64 {
-    let kind = format!("kind=\"{kind}\"");
-    metrics
-        .encode()
-        .lines()
-        .filter(|l| l.starts_with("mailtarget_reconciles_total{") && l.contains(&kind))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 /// Two instances sharded over namespaces, each reading ClusterAccount Secrets in its own
 /// namespace, both check the ClusterAccount whose Secret only one of them holds: each uses its
 /// own result, and the status shows the check of the instance that found the Secret, written
@@ -488,12 +472,12 @@ async fn sharded_instances_do_not_flip_a_cluster_account_status() {
     );
     // Two more checks by each instance (their resyncs), after the Ready status was written.
     let (seen_a, seen_b) = (
-        reconciles(&a.metrics, "ClusterAccount"),
-        reconciles(&b.metrics, "ClusterAccount"),
+        common::reconciles(&a.metrics, "ClusterAccount"),
+        common::reconciles(&b.metrics, "ClusterAccount"),
     );
     eventually("two more checks by each instance", || {
-        reconciles(&a.metrics, "ClusterAccount") >= seen_a + 2
-            && reconciles(&b.metrics, "ClusterAccount") >= seen_b + 2
+        common::reconciles(&a.metrics, "ClusterAccount") >= seen_a + 2
+            && common::reconciles(&b.metrics, "ClusterAccount") >= seen_b + 2
     })
     .await;
     let now = accounts.get("shared").await.unwrap();

@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{Env, Options, create, ready_is, service_writes, wait_for, wait_secret_holds};
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
 use mailtarget_operator::api::{CreateApiKey, CreateSubAccount};
 use mailtarget_operator::crd::{ApiKey, ClusterAccount, SubAccount};
 use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
@@ -30,46 +28,12 @@ async fn env() -> Env {
 
 /// Creates namespace `name` with `labels`.
 async fn namespace(env: &Env, name: &str, labels: &[(&str, &str)]) {
-    let ns = Namespace {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(env.kube.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    common::create_namespace(&env.kube, name, labels).await;
 }
 
 /// Writes Secret `namespace/name` holding `value` under `apiKey`.
 async fn put_secret(env: &Env, namespace: &str, name: &str, value: &str) {
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            "apiKey".to_string(),
-            ByteString(value.as_bytes().to_vec()),
-        )])),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(env.kube.clone(), namespace)
-        .patch(
-            name,
-            &PatchParams::apply("tenancy-test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    common::put_key_secret(&env.kube, namespace, name, value).await;
 }
 
 /// Creates ClusterAccount `name` on `sim` with its key in Secret `default/<name>-key`, the

@@ -340,7 +340,7 @@ async fn operator_requests() -> Vec<Sent> {
     wait_deleted(&subs, "team-c", &uid).await;
 
     let _ = stop_tx.send(());
-    let _ = tokio::time::timeout(WAIT, task).await;
+    super::common::await_stopped(task).await;
 
     // Leader election, as `run --leader-elect` does it: take the Lease, then release it.
     let mut elector = Elector::new(

@@ -20,8 +20,11 @@ fn roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<(), String> {
     if &back == v {
         Ok(())
     } else {
+        // Never the data of a Secret (the chart's values hold an API key).
         Err(format!(
-            "fields lost or changed by the typed form:\nrendered: {v:#}\ntyped:    {back:#}"
+            "fields lost or changed by the typed form:\nrendered: {}\ntyped:    {}",
+            super::common::without_secret_data(Some(v)),
+            super::common::without_secret_data(Some(&back))
         ))
     }
 }

@@ -162,7 +162,7 @@ impl Env {
             let _ = tx.send(());
         }
         if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(WAIT, task).await;
+            await_stopped(task).await;
         }
     }
 
@@ -184,6 +184,75 @@ impl Env {
     /// Stops the operator and waits for it to finish.
     pub async fn stop(mut self) {
         self.stop_operator().await;
+    }
+}
+
+/// Creates namespace `name` with `labels`.
+pub async fn create_namespace(kube: &kube::Client, name: &str, labels: &[(&str, &str)]) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(kube.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+/// Writes Secret `namespace/name` holding `value` under `apiKey` (created, or replaced), as an
+/// account's credentials.
+pub async fn put_key_secret(kube: &kube::Client, namespace: &str, name: &str, value: &str) {
+    use kube::api::{Patch, PatchParams};
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(std::collections::BTreeMap::from([(
+            "apiKey".to_string(),
+            k8s_openapi::ByteString(value.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(kube.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+/// Reconciles of `kind` an operator finished, whatever their result (the sum of its
+/// `mailtarget_reconciles_total` series for that kind).
+pub fn reconciles(metrics: &Metrics, kind: &str) -> u64 {
+    let kind = format!("kind=\"{kind}\"");
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("mailtarget_reconciles_total{") && l.contains(&kind))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits (bounded by [`WAIT`]) for a stopped operator's task; fails the test when it panicked
+/// or did not stop in time.
+pub async fn await_stopped(task: tokio::task::JoinHandle<()>) {
+    match tokio::time::timeout(WAIT, task).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("the operator task failed: {e}"),
+        Err(_) => panic!("the operator did not stop within {WAIT:?}"),
     }
 }
 
@@ -274,6 +343,28 @@ where
         .await
         .unwrap_or_else(|_| panic!("{name} not deleted within {WAIT:?}"))
         .unwrap();
+}
+
+/// Waits (bounded by [`WAIT`]) until the Events of `events` hold one that `matches`, and
+/// returns it (Events are published after the status that holds their outcome, so a single
+/// list right after a status change can miss one).
+pub async fn wait_event(
+    events: &Api<k8s_openapi::api::events::v1::Event>,
+    what: &str,
+    matches: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> k8s_openapi::api::events::v1::Event {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let listed = events.list(&Default::default()).await.expect("list Events");
+        if let Some(event) = listed.items.into_iter().find(|e| matches(e)) {
+            return event;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {what} Event within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Polls `check` on the simulator's state until it holds (bounded by [`WAIT`]); the simulator

@@ -491,22 +491,11 @@ async fn a_long_problem_list_is_bounded_in_the_condition_and_the_event() {
         "{message}"
     );
     let events: Api<Event> = rig.api();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let event = loop {
-        let listed = events.list(&Default::default()).await.expect("list Events");
-        let found = listed.items.into_iter().find(|e| {
-            e.reason.as_deref() == Some("InvalidSpec")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("many-ips")
-        });
-        if let Some(event) = found {
-            break event;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no InvalidSpec Event stored within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let event = crate::common::wait_event(&events, "InvalidSpec", |e| {
+        e.reason.as_deref() == Some("InvalidSpec")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("many-ips")
+    })
+    .await;
     let note = event.note.unwrap_or_default();
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert!(note.len() <= 1024, "{} bytes", note.len());

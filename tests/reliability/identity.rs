@@ -419,8 +419,14 @@ async fn observing_an_unverified_domain_is_not_owning_it() {
     wait_for(
         &domains,
         "seen",
-        "the domain observed",
-        |d: &SendingDomain| d.status.as_ref().is_some_and(|s| s.id.is_some()),
+        "the domain observed, waiting for DNS",
+        |d: &SendingDomain| {
+            d.status.as_ref().is_some_and(|s| {
+                s.id.is_some()
+                    && mailtarget_operator::crd::conditions::find(&s.conditions, "Ready")
+                        .is_some_and(|c| c.reason != "Observed")
+            })
+        },
     )
     .await;
     domains
@@ -475,6 +481,7 @@ async fn observing_an_owned_object_keeps_it_owned() {
     wait_for(&keys, "own", "Ready under Full again", move |k: &ApiKey| {
         ready_now(k)
             && k.status.as_ref().and_then(|s| s.observed_generation) == k.metadata.generation
+            && owned(k)
     })
     .await;
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());

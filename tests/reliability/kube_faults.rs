@@ -95,6 +95,10 @@ async fn a_stop_before_the_first_list_ends_the_operator() {
             .any(|r| r.path_and_query.contains("subaccounts") && r.status == 200)
     })
     .await;
+    crate::common::eventually("the ApiKeys' list is stalled", || {
+        rig.server.faults().stalled_requests() > 0
+    })
+    .await;
     rig.stop_operator().await;
     rig.server.faults().clear_stalls();
 }
@@ -184,6 +188,8 @@ async fn a_stale_cached_copy_writes_nothing() {
     assert!(ready_now(&k), "still Ready: {:?}", k.status);
     let keys_at_service: Vec<i64> = rig.sim.snapshot().api_keys.iter().map(|k| k.id).collect();
     assert_eq!(keys_at_service, vec![new_id], "created once");
+    rig.stop_operator().await;
+    // Listed once the operator has stopped: Events are published asynchronously.
     let events: Api<Event> = rig.api();
     let warnings: Vec<String> = events
         .list(&Default::default())
@@ -198,8 +204,6 @@ async fn a_stale_cached_copy_writes_nothing() {
         warnings.is_empty(),
         "no Warning from a stale copy: {warnings:?}"
     );
-
-    rig.stop_operator().await;
     faults.clear_stalls();
     let posts = rig.posts();
     let list_reads = |sim: &mailtarget_operator::simulator::Simulator| {

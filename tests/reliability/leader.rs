@@ -292,7 +292,7 @@ async fn the_gated_kubernetes_client_writes_only_within_the_renew_deadline() {
     // A 2 s Lease: the gate opens for 1.33 s after each renewal, and nothing renews it here.
     let settings = LeaseSettings::new(NS, LEASE, "solo", Duration::from_secs(2));
     let mut elector = Elector::new(server.client(), settings, gate.clone());
-    assert!(elector.acquire(std::future::pending()).await, "Lease taken");
+    assert!(acquired(&mut elector).await, "Lease taken");
     maps.create(&PostParams::default(), &config_map("held"))
         .await
         .expect("a POST while the Lease is held");
@@ -320,10 +320,7 @@ async fn the_gated_kubernetes_client_writes_only_within_the_renew_deadline() {
         "the refused PATCH reached the server: {requests:?}"
     );
 
-    assert!(
-        elector.acquire(std::future::pending()).await,
-        "Lease renewed"
-    );
+    assert!(acquired(&mut elector).await, "Lease renewed");
     server
         .faults()
         .stall(RequestFilter::path("/configmaps/held").with_method("PATCH"));
@@ -363,7 +360,7 @@ async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead(
     let gate = LeaderGate::closed();
     let settings = LeaseSettings::new(NS, LEASE, "solo", Duration::from_secs(2));
     let mut elector = Elector::new(server.client(), settings, gate.clone());
-    assert!(elector.acquire(std::future::pending()).await, "Lease taken");
+    assert!(acquired(&mut elector).await, "Lease taken");
     server.faults().fail_next(
         1,
         409,
@@ -402,4 +399,11 @@ async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead(
         .expect("the lead ends once another replica holds the Lease");
     assert_eq!(lost, Lost::TakenOver);
     assert!(!gate.is_open());
+}
+
+/// `elector` takes the Lease (bounded by [`crate::common::WAIT`]): true when it holds it.
+async fn acquired(elector: &mut Elector) -> bool {
+    tokio::time::timeout(crate::common::WAIT, elector.acquire(std::future::pending()))
+        .await
+        .expect("the Lease acquired or refused within the wait")
 }
