@@ -150,7 +150,11 @@ async fn examples_with_kubectl_and_the_binary() {
     assert_eq!(subs.len(), 1);
     let mut key_names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
     key_names.sort();
-    assert_eq!(key_names, ["ci-sender", "team-a-sender"]);
+    assert_eq!(
+        key_names,
+        ["ci-sender", "mailtarget-operator", "team-a-sender"],
+        "the company key, and inside team-a the operator's credential and the key created there"
+    );
     assert_eq!(domains.len(), 2);
     assert!(domains.iter().all(|d| d.status == "verified"));
     assert!(
@@ -263,8 +267,8 @@ async fn examples_with_kubectl_and_the_binary() {
         .unwrap();
     assert_eq!(
         keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(),
-        ["team-a-sender"],
-        "ci-sender deleted, team-a-sender orphaned"
+        ["mailtarget-operator", "team-a-sender"],
+        "ci-sender deleted, team-a-sender orphaned, the sub account's credential kept"
     );
     let domains = api
         .list_all_sending_domains(&ListSendingDomainsQuery::default())
@@ -278,6 +282,126 @@ async fn examples_with_kubectl_and_the_binary() {
         ["news.example.com"],
         "mail deleted, news orphaned"
     );
+    drop(operator);
+    cluster.cleanup().await;
+}
+
+/// `kubectl apply -f examples/tenants/` (Namespaces, the platform's SubAccounts, each team's
+/// domain and keys inside its sub account), `kubectl wait --for=condition=Ready` on every
+/// object, the service's state checked (each team's objects inside its own sub account), then
+/// `kubectl delete -f examples/tenants/`, which deletes the namespaces with everything in them:
+/// nothing is left stuck.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_with_kubectl() {
+    if !TestCluster::require_kubectl("tenants_with_kubectl") {
+        return;
+    }
+    let cluster = TestCluster::start().await.expect("cluster");
+    let (_sim, url) = start_simulator();
+    let api = client(&url);
+    ok(
+        cluster.kubectl(["apply", "-f", &format!("{ROOT}/crds/")]),
+        "apply crds",
+    );
+    let mut args = vec!["run", "--metrics-addr", "127.0.0.1:0"];
+    for ns in ["platform", "team-a", "team-b"] {
+        args.extend(["--namespace", ns]);
+    }
+    args.extend([
+        "--verify-first-interval",
+        "200ms",
+        "--verify-max-interval",
+        "1s",
+    ]);
+    let operator = Process(
+        Command::new(BIN)
+            .args(&args)
+            .env("KUBECONFIG", cluster.kubeconfig_path())
+            .env("MAILTARGET_API_KEY", KEY)
+            .env("MAILTARGET_API_URL", &url)
+            .env("MAILTARGET_TRANSMISSION_URL", format!("{url}/v1"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("operator starts"),
+    );
+    // The helper passes the test's namespace with -n, so each file goes with its own.
+    let files = [
+        ("platform", "00-namespaces.yaml"),
+        ("platform", "10-platform.yaml"),
+        ("team-a", "20-team-a.yaml"),
+        ("team-b", "20-team-b.yaml"),
+    ];
+    let tenants = |verb: &str, order: &mut dyn Iterator<Item = &(&str, &str)>| {
+        for (ns, file) in order {
+            let path = format!("{ROOT}/examples/tenants/{file}");
+            let mut args = vec![verb, "-n", ns, "-f", &path];
+            if verb == "delete" {
+                args.push("--timeout=90s");
+            }
+            ok(cluster.kubectl(args), &format!("{verb} {file}"));
+        }
+    };
+    tenants("apply", &mut files.iter());
+    let wait = |ns: &str, objects: &[&str]| {
+        let mut args = vec!["wait", "--for=condition=Ready", "--timeout=50s", "-n", ns];
+        args.extend(objects);
+        ok(cluster.kubectl(args), &format!("wait Ready in {ns}"));
+    };
+    wait("platform", &["subaccount/tenant-a", "subaccount/tenant-b"]);
+    for team in ["team-a", "team-b"] {
+        wait(
+            team,
+            &["sendingdomain/mail", "apikey/sender", "apikey/analytics"],
+        );
+    }
+    let subs = api
+        .list_all_sub_accounts(&ListSubAccountsQuery::default())
+        .await
+        .unwrap();
+    let keys = api
+        .list_all_api_keys(&ListApiKeysQuery::default())
+        .await
+        .unwrap();
+    let domains = api
+        .list_all_sending_domains(&ListSendingDomainsQuery::default())
+        .await
+        .unwrap();
+    for team in ["a", "b"] {
+        let sub = subs
+            .iter()
+            .find(|s| s.name == format!("tenant-{team}"))
+            .expect("sub account");
+        let mut inside: Vec<&str> = keys
+            .iter()
+            .filter(|k| k.sub_account_id == sub.id)
+            .map(|k| k.name.as_str())
+            .collect();
+        inside.sort_unstable();
+        let (analytics, sender) = (
+            format!("team-{team}-analytics"),
+            format!("team-{team}-sender"),
+        );
+        assert_eq!(
+            inside,
+            ["mailtarget-operator", analytics.as_str(), sender.as_str()]
+        );
+        let domain = domains
+            .iter()
+            .find(|d| d.domain == format!("mail.team-{team}.example.com"))
+            .expect("domain");
+        assert_eq!(domain.sub_account_id, sub.id);
+    }
+    assert_eq!(keys.len(), 6, "nothing outside the sub accounts");
+
+    // Objects before their namespaces (kubectl deletes a file's objects in order).
+    tenants("delete", &mut files.iter().rev());
+    let domains = api
+        .list_all_sending_domains(&ListSendingDomainsQuery::default())
+        .await
+        .unwrap();
+    assert!(domains.is_empty(), "the domains deleted: {domains:?}");
     drop(operator);
     cluster.cleanup().await;
 }

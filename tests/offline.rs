@@ -33,6 +33,19 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
 }
 
+/// The single-account examples (the files at the top of `examples/`, not `examples/tenants/`),
+/// copied into a directory of their own.
+fn single_account_examples() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(examples()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    dir
+}
+
 /// Runs the real binary with a bounded wait (asynchronously, so that an in-process simulator
 /// keeps serving meanwhile).
 async fn run_binary(args: &[&str], sim: Option<&Simulator>) -> Output {
@@ -61,7 +74,7 @@ async fn run_binary(args: &[&str], sim: Option<&Simulator>) -> Output {
 async fn apply_examples_then_nothing_changes() {
     let sim = simulator().await;
     let client = client(&sim);
-    let set = manifest::load(&[examples()]).unwrap();
+    let set = manifest::load(&[single_account_examples().path().to_path_buf()]).unwrap();
     let first = plan::build(&client, &set.resources).await.unwrap();
     let s = first.summary();
     assert_eq!(
@@ -75,11 +88,17 @@ async fn apply_examples_then_nothing_changes() {
 
     let state = sim.snapshot();
     assert_eq!(state.sub_accounts.len(), 1);
+    let sub = state.sub_accounts[0].id;
+    let inside: Vec<&str> = (state.api_keys.iter())
+        .filter(|k| k.sub_account_id == sub)
+        .map(|k| k.name.as_str())
+        .collect();
     assert_eq!(
-        state.api_keys.len(),
-        2,
-        "one company key plus the sub account's first key"
+        inside,
+        ["mailtarget-operator", "team-a-sender"],
+        "the operator's credential, created with the sub account, and the key created inside it"
     );
+    assert_eq!(state.api_keys.len(), 3, "plus one company key");
     assert_eq!(state.sending_domains.len(), 2);
 
     sim.clear_request_log();
@@ -117,7 +136,7 @@ async fn apply_examples_then_nothing_changes() {
         ],
         "re-apply reads"
     );
-    assert_eq!(sim.snapshot().api_keys.len(), 2, "no duplicate keys");
+    assert_eq!(sim.snapshot().api_keys.len(), 3, "no duplicate keys");
 }
 
 /// A spec change becomes exactly one PUT carrying the changed field, shown in the plan diff.
@@ -125,7 +144,7 @@ async fn apply_examples_then_nothing_changes() {
 async fn spec_change_is_one_update_with_diff() {
     let sim = simulator().await;
     let client = client(&sim);
-    let set = manifest::load(&[examples()]).unwrap();
+    let set = manifest::load(&[single_account_examples().path().to_path_buf()]).unwrap();
     apply::run(
         &client,
         &plan::build(&client, &set.resources).await.unwrap(),
@@ -199,7 +218,11 @@ async fn binary_apply_output_and_secrets_dir() {
         &[
             "apply",
             "-f",
-            examples().to_str().unwrap(),
+            single_account_examples()
+                .path()
+                .to_path_buf()
+                .to_str()
+                .unwrap(),
             "--secrets-dir",
             dir.path().to_str().unwrap(),
         ],
@@ -237,7 +260,17 @@ async fn binary_apply_output_and_secrets_dir() {
     assert!(!stdout.contains("BEGIN PRIVATE KEY"));
 
     let out = run_binary(
-        &["plan", "-f", examples().to_str().unwrap(), "-o", "json"],
+        &[
+            "plan",
+            "-f",
+            single_account_examples()
+                .path()
+                .to_path_buf()
+                .to_str()
+                .unwrap(),
+            "-o",
+            "json",
+        ],
         Some(&sim),
     )
     .await;
@@ -252,7 +285,16 @@ async fn binary_apply_output_and_secrets_dir() {
 #[tokio::test]
 async fn simulate_flag_and_missing_key() {
     let out = run_binary(
-        &["plan", "-f", examples().to_str().unwrap(), "--simulate"],
+        &[
+            "plan",
+            "-f",
+            single_account_examples()
+                .path()
+                .to_path_buf()
+                .to_str()
+                .unwrap(),
+            "--simulate",
+        ],
         None,
     )
     .await;
@@ -261,7 +303,19 @@ async fn simulate_flag_and_missing_key() {
         stdout.ends_with("Plan: 5 to create, 0 to update, 0 unchanged.\n"),
         "{stdout}"
     );
-    let out = run_binary(&["plan", "-f", examples().to_str().unwrap()], None).await;
+    let out = run_binary(
+        &[
+            "plan",
+            "-f",
+            single_account_examples()
+                .path()
+                .to_path_buf()
+                .to_str()
+                .unwrap(),
+        ],
+        None,
+    )
+    .await;
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -588,7 +642,7 @@ async fn lost_answers_never_duplicate_in_the_cli() {
             seed: 11,
             ..Default::default()
         });
-    let set = manifest::load(&[examples()]).unwrap();
+    let set = manifest::load(&[single_account_examples().path().to_path_buf()]).unwrap();
     let mut converged = false;
     for _ in 0..20 {
         let Ok(planned) = plan::build(&client, &set.resources).await else {
@@ -608,8 +662,8 @@ async fn lost_answers_never_duplicate_in_the_cli() {
             state.api_keys.len(),
             state.sending_domains.len()
         ),
-        (1, 2, 2),
-        "exactly the declared objects"
+        (1, 3, 2),
+        "exactly the declared objects (and the sub account's credential)"
     );
     let lost: usize = sim
         .request_log()
@@ -682,7 +736,8 @@ async fn stdin_and_exit_codes() {
 #[tokio::test]
 async fn destroy_carries_out_each_deletion_policy() {
     let sim = simulator().await;
-    let path = examples();
+    let examples_dir = single_account_examples();
+    let path = examples_dir.path().to_path_buf();
     let path = path.to_str().unwrap();
     assert_eq!(
         run_binary(&["apply", "-f", path], Some(&sim))
@@ -715,8 +770,8 @@ async fn destroy_carries_out_each_deletion_policy() {
     let keys: Vec<&str> = state.api_keys.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(
         keys,
-        ["team-a-sender"],
-        "ci-sender deleted, the Orphan key kept"
+        ["mailtarget-operator", "team-a-sender"],
+        "ci-sender deleted; the Orphan key and the sub account's credential kept"
     );
     let domains: Vec<&str> = state
         .sending_domains
@@ -744,7 +799,8 @@ async fn destroy_carries_out_each_deletion_policy() {
 #[tokio::test]
 async fn plan_shows_removals_and_unmanaged_objects() {
     let sim = simulator().await;
-    let path = examples();
+    let examples_dir = single_account_examples();
+    let path = examples_dir.path().to_path_buf();
     assert_eq!(
         run_binary(&["apply", "-f", path.to_str().unwrap()], Some(&sim))
             .await
@@ -767,8 +823,8 @@ async fn plan_shows_removals_and_unmanaged_objects() {
     );
     assert!(shown.contains("usable from any address"), "{shown}");
     assert!(
-        shown.contains("Not named by these manifests (left alone): 4 object(s)"),
-        "the sub account, its key and the two domains: {shown}"
+        shown.contains("Not named by these manifests (left alone): 5 object(s)"),
+        "the sub account, its two keys (the operator's credential and team-a-sender) and the two domains: {shown}"
     );
     assert!(shown.contains("SubAccount 1 \"team-a\""), "{shown}");
 }
@@ -1321,4 +1377,99 @@ async fn a_failed_secret_write_keeps_the_previous_value() {
         leftovers.is_empty(),
         "no temporary file is left: {leftovers:?}"
     );
+}
+
+/// `examples/tenants/` applies in one run: two SubAccounts, each created with the operator's
+/// credential, and each team's domain and two keys created inside its own sub account (with
+/// that credential: `subAccountId` at the service), the Namespaces skipped; a second run
+/// writes nothing. A manifest placing a key inside one tenant's sub account with the
+/// external-id of the other tenant's key reaches nothing: the plan fails, nothing is written.
+#[tokio::test]
+async fn tenants_apply_inside_their_sub_accounts() {
+    let sim = simulator().await;
+    let client = client(&sim);
+    let tenants = examples().join("tenants");
+    let set = manifest::load(std::slice::from_ref(&tenants)).unwrap();
+    let first = plan::build(&client, &set.resources).await.unwrap();
+    assert_eq!(first.summary().create, 8, "{:#?}", first.entries);
+    let report = apply::run(&client, &first, None).await;
+    assert_eq!(report.summary().error, 0, "{:#?}", report.outcomes);
+
+    let state = sim.snapshot();
+    for team in ["a", "b"] {
+        let sub = (state.sub_accounts.iter())
+            .find(|s| s.name == format!("tenant-{team}"))
+            .expect("sub account created");
+        let mut keys: Vec<&str> = (state.api_keys.iter())
+            .filter(|k| k.sub_account_id == sub.id)
+            .map(|k| k.name.as_str())
+            .collect();
+        keys.sort_unstable();
+        let sender = format!("team-{team}-sender");
+        let analytics = format!("team-{team}-analytics");
+        assert_eq!(
+            keys,
+            ["mailtarget-operator", analytics.as_str(), sender.as_str()],
+            "tenant {team}'s keys, inside its sub account"
+        );
+        let domain = (state.sending_domains.iter())
+            .find(|d| d.domain == format!("mail.team-{team}.example.com"))
+            .expect("domain created");
+        assert_eq!(
+            domain.sub_account_id, sub.id,
+            "tenant {team}'s domain inside"
+        );
+    }
+    assert_eq!(state.api_keys.len(), 6, "no key outside the sub accounts");
+
+    sim.clear_request_log();
+    let second = plan::build(&client, &set.resources).await.unwrap();
+    assert_eq!(second.summary().unchanged, 8, "{:#?}", second.entries);
+    apply::run(&client, &second, None).await;
+    let writes = sim
+        .request_log()
+        .into_iter()
+        .filter(|r| r.is_write())
+        .count();
+    assert_eq!(writes, 0, "a second apply writes nothing");
+
+    // Team a names team b's sender key by external-id, inside its own sub account.
+    let theirs = (state.api_keys.iter())
+        .find(|k| k.name == "team-b-sender")
+        .unwrap()
+        .id;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        tenants.join("10-platform.yaml"),
+        dir.path().join("platform.yaml"),
+    )
+    .unwrap();
+    let intruder = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: stolen\n  namespace: team-a\n  annotations: {{mailtarget.co/external-id: \"{theirs}\"}}\nspec:\n  subAccountRef: {{name: tenant-a, namespace: platform}}\n  secretName: stolen\n"
+    );
+    std::fs::write(dir.path().join("intruder.yaml"), intruder).unwrap();
+    sim.clear_request_log();
+    let out = run_binary(
+        &[
+            "apply",
+            "-f",
+            dir.path().to_str().unwrap(),
+            "--secrets-dir",
+            dir.path().to_str().unwrap(),
+        ],
+        Some(&sim),
+    )
+    .await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains(&format!("API key {theirs}, which does not exist")),
+        "{shown}"
+    );
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "nothing written: {:?}",
+        sim.request_log()
+    );
+    assert!(!dir.path().join("team-a").exists(), "no secret written");
 }

@@ -12,7 +12,7 @@ use common::{Env, Options, create, ready_is, service_writes, wait_for, wait_secr
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use mailtarget_operator::api::{CreateApiKey, CreateSubAccount};
-use mailtarget_operator::crd::{ApiKey, ClusterAccount, SubAccount};
+use mailtarget_operator::crd::{ApiKey, ClusterAccount, SendingDomain, SubAccount};
 use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
 use secrecy::ExposeSecret;
 
@@ -507,5 +507,171 @@ async fn a_forged_create_pending_marker_adopts_nothing() {
             .any(|k| k.id == existing.id),
         "the company's key survives"
     );
+    env.stop().await;
+}
+
+/// Creates every SubAccount, ApiKey and SendingDomain of the example file
+/// `examples/tenants/<file>` (its Namespaces are created by the test).
+async fn apply_example(env: &Env, file: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/tenants")
+        .join(file);
+    let text = std::fs::read_to_string(path).unwrap();
+    for doc in text.split("\n---\n") {
+        let value: serde_yaml::Value = serde_yaml::from_str(doc).unwrap();
+        let namespace = value["metadata"]["namespace"].as_str().unwrap_or("default");
+        match value["kind"].as_str().unwrap() {
+            "SubAccount" => {
+                create(
+                    &Api::<SubAccount>::namespaced(env.kube.clone(), namespace),
+                    doc,
+                )
+                .await;
+            }
+            "ApiKey" => {
+                create(&Api::<ApiKey>::namespaced(env.kube.clone(), namespace), doc).await;
+            }
+            "SendingDomain" => {
+                let api = Api::<SendingDomain>::namespaced(env.kube.clone(), namespace);
+                create(&api, doc).await;
+            }
+            other => panic!("unexpected kind {other}"),
+        }
+    }
+}
+
+/// Waits until the `Ready` condition of `namespace/name` of kind `K` has `status` and
+/// `reason`.
+async fn ready<K>(env: &Env, namespace: &str, name: &str, status: &str, reason: &str) -> K
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K: mailtarget_operator::engine::ManagedKind<Resource = K>,
+{
+    let api: Api<K> = Api::namespaced(env.kube.clone(), namespace);
+    let (status, reason) = (status.to_string(), reason.to_string());
+    wait_for(&api, name, &format!("{status}/{reason}"), move |r: &K| {
+        let s = <K as mailtarget_operator::engine::ManagedKind>::status(r);
+        ready_is(
+            r,
+            mailtarget_operator::engine::ManagedStatus::conditions(&s),
+            &status,
+            Some(&reason),
+        )
+    })
+    .await
+}
+
+/// Two tenants, as `examples/tenants/` declares them: SubAccounts in the platform namespace,
+/// each team's domain and keys in its own namespace, created inside its own sub account with
+/// that sub account's credential (`subAccountId` at the service), the keys' values in the
+/// team's Secrets. Then team a tries to reach team b's objects: by referencing team b's
+/// SubAccount (`ReferenceNotAllowed`, no call), by team b's key id inside its own sub account
+/// (even with an adoption policy: not found), by team b's domain name (`AlreadyExists`): no
+/// write, no Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tenant_works_inside_its_own_sub_account() {
+    let env = env().await;
+    for ns in ["platform", "team-a", "team-b"] {
+        namespace(&env, ns, &[]).await;
+    }
+    apply_example(&env, "10-platform.yaml").await;
+    apply_example(&env, "20-team-a.yaml").await;
+    apply_example(&env, "20-team-b.yaml").await;
+    for sub in ["tenant-a", "tenant-b"] {
+        let s: SubAccount = ready(&env, "platform", sub, "True", "Available").await;
+        let credential = s.status.unwrap().credential.expect("credential shown");
+        assert_eq!(credential.name, "mailtarget-operator");
+    }
+    let state = {
+        for team in ["team-a", "team-b"] {
+            ready::<ApiKey>(&env, team, "sender", "True", "Available").await;
+            ready::<ApiKey>(&env, team, "analytics", "True", "Available").await;
+            ready::<SendingDomain>(&env, team, "mail", "True", "Verified").await;
+        }
+        env.sim.snapshot()
+    };
+    for team in ["a", "b"] {
+        let sub = (state.sub_accounts.iter())
+            .find(|s| s.name == format!("tenant-{team}"))
+            .unwrap();
+        let mut inside: Vec<&str> = (state.api_keys.iter())
+            .filter(|k| k.sub_account_id == sub.id)
+            .map(|k| k.name.as_str())
+            .collect();
+        inside.sort_unstable();
+        let (analytics, sender) = (
+            format!("team-{team}-analytics"),
+            format!("team-{team}-sender"),
+        );
+        assert_eq!(
+            inside,
+            ["mailtarget-operator", analytics.as_str(), sender.as_str()]
+        );
+        let domain = (state.sending_domains.iter())
+            .find(|d| d.domain == format!("mail.team-{team}.example.com"))
+            .unwrap();
+        assert_eq!(domain.sub_account_id, sub.id, "team {team}'s domain inside");
+        let value = (state.api_keys.iter()).find(|k| k.name == sender).unwrap();
+        let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), &format!("team-{team}"));
+        let what = format!("team {team}'s sender key");
+        wait_secret_holds(&secrets, "sender-key", "apiKey", &value.key, &what).await;
+    }
+    let theirs = (state.api_keys.iter())
+        .find(|k| k.name == "team-b-sender")
+        .unwrap()
+        .id;
+
+    env.sim.clear_request_log();
+    api_key(
+        &env,
+        "team-a",
+        "reach",
+        "  subAccountRef: {name: tenant-b, namespace: platform}\n",
+    )
+    .await;
+    let refused = key_ready(&env, "team-a", "reach", "False", "ReferenceNotAllowed").await;
+    assert!(ready_message(&refused).contains("spec.allowedNamespaces"));
+    let asked = resource_requests(&env.sim);
+    assert!(
+        asked.is_empty(),
+        "no call for a refused reference: {asked:?}"
+    );
+
+    let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), "team-a");
+    create(
+        &keys,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: stolen\n  namespace: team-a\n  annotations: {{mailtarget.co/external-id: \"{theirs}\", mailtarget.co/adoption-policy: Adopt}}\nspec:\n  subAccountRef: {{name: tenant-a, namespace: platform}}\n  secretName: stolen-key\n"
+        ),
+    )
+    .await;
+    let stolen = key_ready(&env, "team-a", "stolen", "False", "ExternalObjectNotFound").await;
+    assert!(stolen.status.unwrap().id.is_none());
+    let domains: Api<SendingDomain> = Api::namespaced(env.kube.clone(), "team-a");
+    create(
+        &domains,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: taken, namespace: team-a}\nspec:\n  domain: mail.team-b.example.com\n  subAccountRef: {name: tenant-a, namespace: platform}\n  dkimPrivateKeySecretName: taken-dkim\n",
+    )
+    .await;
+    ready::<SendingDomain>(&env, "team-a", "taken", "False", "AlreadyExists").await;
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "{:?}",
+        service_writes(&env.sim)
+    );
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
+    for name in ["reach-key", "stolen-key", "taken-dkim"] {
+        assert!(
+            secrets.get_opt(name).await.unwrap().is_none(),
+            "no Secret {name}"
+        );
+    }
     env.stop().await;
 }

@@ -114,7 +114,9 @@ impl Claimant for ApiKey {
             && match (&self.spec.sub_account_ref, &other.spec.sub_account_ref) {
                 (None, None) => true,
                 (Some(a), Some(b)) => {
-                    a.name == b.name && self.meta().namespace == other.meta().namespace
+                    let (mine, theirs) = (self.namespace(), other.namespace());
+                    let (mine, theirs) = (mine.unwrap_or_default(), theirs.unwrap_or_default());
+                    a.name == b.name && a.namespace_or(&mine) == b.namespace_or(&theirs)
                 }
                 _ => false,
             }
@@ -152,6 +154,13 @@ fn account_of<K: Claimant>(obj: &K) -> super::accounts::AccountName {
     )
 }
 
+/// The SubAccount (namespace, name) whose sub account `obj` is placed in, `None` for the account
+/// itself: resources placed apart reach different objects, so they never claim the same one.
+fn placement_of<K: Claimant>(obj: &K) -> Option<(String, String)> {
+    let own = obj.meta().namespace.as_deref().unwrap_or_default();
+    K::sub_account_ref(obj).map(|r| (r.namespace_or(own).to_string(), r.name.clone()))
+}
+
 /// The precedence of a resource (smaller goes first); `contested` is the id in dispute, if any.
 fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, String, String) {
     let holds = match contested {
@@ -168,8 +177,9 @@ fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, St
 
 /// Among `others`, the resource that owns what `obj` claims, when it is not `obj`.
 ///
-/// Rivals are the resources managed through the same account with the same claim (external-id
-/// annotation, else natural key)
+/// Rivals are the resources managed through the same account and placed in the same sub account
+/// (or both in the account itself) with the same claim (external-id annotation, else natural
+/// key)
 /// unless both record different ids (each already manages its own object), and, when `id` is
 /// given, those recording `id` in `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
 /// before `obj`. `ObserveOnly` resources are neither owners nor rivals.
@@ -195,6 +205,7 @@ fn owner_among<K: Claimant>(
     let uid = &obj.meta().uid;
     let mine = obj.recorded_id();
     let my_account = account_of(obj);
+    let my_placement = placement_of(obj);
     let by_claim = id.is_none();
     let my_rank = rank(obj, id);
     others
@@ -209,6 +220,7 @@ fn owner_among<K: Claimant>(
             }
         })
         .filter(|o| account_of(o.as_ref()) == my_account)
+        .filter(|o| placement_of(o.as_ref()) == my_placement)
         .filter(|o| rank(o.as_ref(), id) < my_rank)
         .filter(|o| eligible(o.as_ref()))
         .min_by(|a, b| rank(a.as_ref(), id).cmp(&rank(b.as_ref(), id)))
@@ -365,7 +377,10 @@ mod tests {
         let in_sub = |k: &Arc<ApiKey>, ns: &str, sub: &str| {
             let mut k = (**k).clone();
             k.metadata.namespace = Some(ns.into());
-            k.spec.sub_account_ref = Some(crate::crd::LocalObjectReference { name: sub.into() });
+            k.spec.sub_account_ref = Some(crate::crd::SubAccountReference {
+                name: sub.into(),
+                namespace: None,
+            });
             k
         };
         let a = key("a", "ci", 100, None);

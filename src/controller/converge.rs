@@ -11,22 +11,20 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 
-use super::accounts::usage::account_name;
 use super::accounts::{Needs, Refusal, Usage};
-use super::claims::Claimant;
-use super::common::{is_paused, spec_changed};
+use super::common::spec_changed;
 use super::context::{Context, object_uid};
 use super::error::{Error, Result};
 use super::find::{Query, find_managed};
 use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
+use super::placement::{Placement, place};
 use super::revision::Revision;
 use super::secrets::{self, Integrity, SecretError, SecretWrite};
 use super::status::Outcome;
+use crate::crd::Ownership;
 use crate::crd::conditions::now_rfc3339;
-use crate::crd::{Ownership, SubAccount};
 use crate::engine::MatchedBy;
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::recovery::may_have_committed;
@@ -50,19 +48,23 @@ pub async fn converge<K: Managed>(
         Err(early) => return early,
     };
     let service = usage.service.as_ref();
-    let api = service.client();
     // The operator's default adoption policy applies where the account lets the namespace adopt.
     let adoption = identity::adoption_policy(ctx, obj).filter(|_| usage.may_adopt);
-    let by_name_is_own = match sub_account_scope(obj, ctx, old, &usage).await? {
-        Scope::Company => false,
-        Scope::SubAccount { id, managed } => {
-            K::in_sub_account(&mut desired, id);
-            managed
+    let placement = place(obj, ctx, old, &usage).await?;
+    let (by_name_is_own, api) = match &placement {
+        Placement::Account => (false, service.client()),
+        Placement::SubAccount {
+            id,
+            managed,
+            client,
+        } => {
+            K::in_sub_account(&mut desired, *id);
+            (*managed, client)
         }
-        Scope::Waiting(message) => {
+        Placement::Waiting(reason, message) => {
             let outcome = Outcome::Progressing {
-                reason: "ReferenceNotReady",
-                message,
+                reason,
+                message: message.clone(),
             };
             return Ok(Converged {
                 requeue: Some(Action::requeue(ctx.resync_delay())),
@@ -76,7 +78,7 @@ pub async fn converge<K: Managed>(
         adoption,
         pending_is_ours: identity::pending_is_ours(ctx, obj),
     };
-    let found = find_managed(ctx, service, obj, old, &desired, query).await?;
+    let found = find_managed(ctx, service, api, obj, old, &desired, query).await?;
     let item = found.as_ref().map(|(item, _)| item);
     let key = object_uid(obj);
     // Fields only a read returns, when the plan compares them: read when the status does not
@@ -234,7 +236,20 @@ pub async fn converge<K: Managed>(
         }
     }
     // The kind's projection ends the pacing once the object is ready.
-    let summary = K::summary(&plan.desired, &status);
+    let mut summary = K::summary(&plan.desired, &status);
+    let mut routine = !summary.ready;
+    // What an ObserveOnly resource offers is not its to keep: checked under Full only.
+    if summary.ready
+        && may_write
+        && let Err(message) = obj.check_offers(service, &mut status).await
+    {
+        summary = Summary {
+            ready: false,
+            reason: super::managed::REASON_CREDENTIAL_MISSING,
+            message,
+        };
+        routine = false;
+    }
     if !summary.ready && may_write {
         K::complete_status(api, &mut status).await;
         if requeue.is_none()
@@ -243,7 +258,6 @@ pub async fn converge<K: Managed>(
             requeue = p.attempts.map(|a| backoff(ctx, a));
         }
     }
-    let routine = !summary.ready;
     let outcome = outcome(summary, &plan, may_write, &notes);
     Ok(Converged {
         outcome,
@@ -488,75 +502,6 @@ async fn usage_of<K: Managed>(
         .await
 }
 
-/// Where the spec puts the object.
-enum Scope {
-    /// The company account.
-    Company,
-    /// The sub account of a SubAccount; `managed` when that SubAccount manages it (not only
-    /// observes it): objects found there by natural key are then this resource's own.
-    SubAccount { id: i64, managed: bool },
-    /// The SubAccount does not exist or has no id yet (for people).
-    Waiting(String),
-}
-
-/// Resolves `spec.subAccountRef`. The SubAccount controller's cache answers without a request;
-/// a SubAccount outside it (not created yet, another shard, the cache still filling) is read
-/// from the API. A SubAccount that gets its id triggers the resources that reference it.
-async fn sub_account_scope<K: Managed>(
-    obj: &K,
-    ctx: &Context,
-    old: &K::Status,
-    usage: &Usage,
-) -> std::result::Result<Scope, Box<Failure<K::Status>>> {
-    let Some(sub) = K::sub_account_ref(obj) else {
-        return Ok(Scope::Company);
-    };
-    let namespace = obj.namespace().unwrap_or_default();
-    let cached = ctx
-        .claims
-        .sub_accounts
-        .get()
-        .and_then(|store| store.get(&ObjectRef::new(sub).within(&namespace)));
-    let read = match cached {
-        Some(s) => Some(s),
-        None => Api::<SubAccount>::namespaced(ctx.kube.clone(), &namespace)
-            .get_opt(sub)
-            .await
-            .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?
-            .map(std::sync::Arc::new),
-    };
-    // The sub account belongs to the account its SubAccount is managed through.
-    if let Some(s) = &read {
-        let theirs = account_name(&namespace, s.spec.account_ref.as_ref());
-        if theirs != usage.name {
-            return Err(Failure::stalled(
-                "InvalidSpec",
-                format!(
-                    "spec.accountRef names {} but SubAccount \"{sub}\" is managed through {theirs}: name the same account",
-                    usage.name
-                ),
-                old,
-            ));
-        }
-    }
-    Ok(
-        match read
-            .as_ref()
-            .and_then(|s| s.status.as_ref()?.id.map(|id| (s, id)))
-        {
-            // Objects inside it are this namespace's own only while the SubAccount owns it (not
-            // observed, not paused with an observed id under Full).
-            Some((s, id)) => Scope::SubAccount {
-                id,
-                managed: s.writes() && !is_paused(s.as_ref()) && s.recorded_id() == Some(id),
-            },
-            None => Scope::Waiting(format!(
-                "SubAccount \"{sub}\" does not exist yet or has no sub account id; waiting for it"
-            )),
-        },
-    )
-}
-
 /// Carries out `obj`'s deletion policy on the object it records, when it may write: one step
 /// through the engine (a delete, or a sub account's deactivation); an object already gone
 /// counts as done. A resource deleted while a create was in flight and unrecorded (the pending
@@ -572,11 +517,15 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     }
     let usage = usage_of(ctx, obj, false).await.map_err(Error::Account)?;
     let service = usage.service.as_ref();
+    let (client, sub_account) = super::placement::for_cleanup(obj, ctx, &usage).await;
     let id = match (obj.recorded_id(), K::desired(obj)) {
         (Some(id), _) => Some(id),
         // The pending marker is ours (checked above).
-        (None, Ok(desired)) => {
-            let found = driver::find_created::<K>(service.client(), &desired)
+        (None, Ok(mut desired)) => {
+            if let Some(sub) = sub_account {
+                K::in_sub_account(&mut desired, sub);
+            }
+            let found = driver::find_created::<K>(&client, &desired)
                 .await
                 .map_err(Error::Api)?;
             match found {
@@ -597,7 +546,7 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     let Some(id) = id else {
         return Ok(Action::await_change());
     };
-    let answer = driver::delete::<K>(service.client(), &step, id)
+    let answer = driver::delete::<K>(&client, &step, id)
         .await
         .map_err(Error::Api)?;
     let fields: Vec<String> = step

@@ -11,7 +11,7 @@ use super::context::Context;
 use super::identity;
 use super::managed::Failure;
 use super::managed::Managed;
-use crate::api::ApiError;
+use crate::api::{ApiError, Client};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::ManagedStatus;
 use crate::engine::{Found, Lookup, MatchedBy};
@@ -99,6 +99,7 @@ pub struct Query<'a> {
 }
 
 /// The API object `obj` manages: the kind's lookup of `desired` in `service`'s cached list
+/// (`client` reads: the account's, or the credential of the sub account `obj` is placed in)
 /// (no older than its maximum age), with any verdict other than a match confirmed against a list
 /// new enough ([`needs_newer_list`], [`newer_than`]), and the id the resource records
 /// (`status.id`), when absent from the list, confirmed with one read of that object, so that an object missing from
@@ -116,6 +117,7 @@ pub struct Query<'a> {
 pub async fn find_managed<K: Managed>(
     ctx: &Context,
     service: &AccountCache,
+    client: &Client,
     obj: &K,
     old: &K::Status,
     desired: &K::Desired,
@@ -152,7 +154,7 @@ pub async fn find_managed<K: Managed>(
     let verdict = match (owned, &first) {
         (Some(id), Verdict::Match(_, how)) if how.id == id => first,
         (Some(id), _) if external_id.is_none_or(|e| e == id) => {
-            let read = gone_is_none(K::read(service.client(), id).await);
+            let read = gone_is_none(K::read(client, id).await);
             match read.map_err(|e| Failure::api(e, &format!("reading {} {id}", K::NOUN), old))? {
                 Some(detail) => Verdict::Match(
                     K::item_of(&detail),

@@ -185,9 +185,45 @@ pub trait Managed:
     + Sync
     + 'static
 {
+    /// What the resource's object offers other resources, checked once it is in sync against
+    /// the account's cached lists (`service`) and recorded in `status`: `Err(message)` keeps
+    /// the resource from `Ready` (reason [`REASON_CREDENTIAL_MISSING`]). Nothing for most kinds.
+    fn check_offers(
+        &self,
+        _service: &super::cache::AccountCache,
+        _status: &mut Self::Status,
+    ) -> impl std::future::Future<Output = std::result::Result<(), String>> + Send {
+        async { Ok(()) }
+    }
 }
 
-impl Managed for crate::crd::SubAccount {}
+/// Reason of a SubAccount whose sub account has no usable operator credential, and of the
+/// resources placed inside it (see [`super::placement`]).
+pub const REASON_CREDENTIAL_MISSING: &str = "CredentialMissing";
+
+/// A SubAccount offers the operator's credential inside its sub account (product design,
+/// "Accounts and tenancy"): a key of [`crate::engine::kinds::sub_account::credential_key_name`]
+/// among the sub account's keys. Checked at every resync, so a credential deleted at the
+/// service shows here, not only on the objects inside.
+impl Managed for crate::crd::SubAccount {
+    async fn check_offers(
+        &self,
+        service: &super::cache::AccountCache,
+        status: &mut crate::crd::SubAccountStatus,
+    ) -> std::result::Result<(), String> {
+        let Some(id) = status.id else {
+            return Ok(());
+        };
+        let found = super::placement::find_credential(service, self, id)
+            .await
+            .map_err(|e| {
+                format!("listing API keys to find the sub account's credential failed: {e}")
+            })?
+            .map(|k| crate::crd::subaccount::NamedId::new(k.id, &k.name));
+        status.credential = found.as_ref().ok().cloned();
+        found.map(|_| ())
+    }
+}
 impl Managed for crate::crd::ApiKey {}
 impl Managed for crate::crd::SendingDomain {}
 

@@ -16,6 +16,7 @@ mod lifecycle;
 pub mod managed;
 pub mod metrics;
 pub mod namespaces;
+pub mod placement;
 pub mod readiness;
 pub mod revision;
 pub mod secrets;
@@ -43,7 +44,7 @@ pub use context::{Context, Settings};
 pub use error::{Error, Result};
 pub use lifecycle::{run, run_elected, shutdown_signal};
 use metrics::Metrics;
-use triggers::{ReferencingKeys, SecretOwners, own_changes, touched};
+use triggers::{Referencing, SecretOwners, own_changes, touched};
 
 /// Output format of the logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -298,16 +299,19 @@ impl Operator {
 
         // SubAccounts are watched once: the watch fills the SubAccount controller's cache and,
         // after the cache holds a change (any change: a status that gets the sub account's id
-        // too), triggers the ApiKeys that reference the sub account.
-        // An ApiKey waiting for its sub account's id thus always finds it in that cache (with a
+        // too), triggers the ApiKeys and SendingDomains that reference the sub account.
+        // A resource waiting for its sub account's id thus always finds it in that cache (with a
         // separate watch of its own, it could run ahead of the cache and need a GET).
         let (subs_store, subs_writer) = reflector::store::<SubAccount>();
         let _ = self.ctx.claims.sub_accounts.set(subs_store.clone());
-        let (referencing_keys, keys_of_subs) = ReferencingKeys::channel(keys_store.clone());
+        let (domains_store, domains_writer) = reflector::store::<SendingDomain>();
+        let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
+        let (referencing, keys_of_subs, domains_of_subs) =
+            Referencing::channel(keys_store.clone(), domains_store.clone());
         let sub_events = until_stopped(self.cached_watch(subs_writer), stop())
             .inspect(move |event| {
                 if let Some(sub) = touched(event) {
-                    referencing_keys.trigger(sub);
+                    referencing.trigger(sub);
                 }
             })
             .applied_objects()
@@ -338,13 +342,12 @@ impl Operator {
             )
             .for_each(|_| async {});
 
-        let (domains_store, domains_writer) = reflector::store::<SendingDomain>();
-        let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
         let domain_events = until_stopped(self.cached_watch(domains_writer), stop())
             .applied_objects()
             .predicate_filter(own_changes(), Default::default());
         let domains = Controller::for_stream(domain_events, domains_store.clone())
             .reconcile_on(domains_trigger)
+            .reconcile_on(domains_of_subs)
             .reconcile_on(
                 self.ctx
                     .accounts

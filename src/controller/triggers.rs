@@ -11,6 +11,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Predicate, predicates, watcher};
 use kube::{Resource, ResourceExt};
 
+use super::managed::Managed;
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 
 /// The changes of a managed resource that start its reconcile, as a kube-runtime predicate (for
@@ -116,39 +117,59 @@ impl SecretOwners {
     }
 }
 
-/// Routes a SubAccount's change to the ApiKeys of its namespace whose `spec.subAccountRef`
-/// names it: an ApiKey waiting for its sub account's id reconciles once the SubAccount
-/// controller's cache holds it.
-pub(super) struct ReferencingKeys {
+/// Routes a SubAccount's change to the ApiKeys and SendingDomains whose `spec.subAccountRef`
+/// names it (in its namespace or another): a resource waiting for its sub account's id or
+/// credential reconciles once the SubAccount controller's cache holds it.
+pub(super) struct Referencing {
     keys: Store<ApiKey>,
+    domains: Store<SendingDomain>,
     api_keys: UnboundedSender<ObjectRef<ApiKey>>,
+    sending_domains: UnboundedSender<ObjectRef<SendingDomain>>,
 }
 
-impl ReferencingKeys {
-    /// A router reading the ApiKeys from `keys`, and the ApiKey controller's receiving end.
-    pub(super) fn channel(keys: Store<ApiKey>) -> (ReferencingKeys, Trigger<ApiKey>) {
-        let (api_keys, rx) = unbounded();
-        (ReferencingKeys { keys, api_keys }, rx)
+impl Referencing {
+    /// A router reading the resources from `keys` and `domains`, and the receiving ends of the
+    /// ApiKey and SendingDomain controllers.
+    pub(super) fn channel(
+        keys: Store<ApiKey>,
+        domains: Store<SendingDomain>,
+    ) -> (Referencing, Trigger<ApiKey>, Trigger<SendingDomain>) {
+        let (api_keys, keys_rx) = unbounded();
+        let (sending_domains, domains_rx) = unbounded();
+        let router = Referencing {
+            keys,
+            domains,
+            api_keys,
+            sending_domains,
+        };
+        (router, keys_rx, domains_rx)
     }
 
     pub(super) fn trigger(&self, sub: &SubAccount) {
-        let namespace = sub.namespace();
-        let name = sub.name_any();
-        for key in self.keys.state() {
-            let references = key.namespace() == namespace
-                && key
-                    .spec
-                    .sub_account_ref
-                    .as_ref()
-                    .is_some_and(|r| r.name == name);
-            if references {
-                // A closed channel means the ApiKey controller has stopped (shutdown).
-                let _ = self
-                    .api_keys
-                    .unbounded_send(ObjectRef::from_obj(key.as_ref()));
-            }
+        // A closed channel means that controller has stopped (shutdown).
+        for key in referencing(&self.keys, sub) {
+            let _ = self.api_keys.unbounded_send(key);
+        }
+        for domain in referencing(&self.domains, sub) {
+            let _ = self.sending_domains.unbounded_send(domain);
         }
     }
+}
+
+/// The resources of `store` whose `spec.subAccountRef` names `sub`.
+fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec<ObjectRef<K>> {
+    let namespace = sub.namespace().unwrap_or_default();
+    let name = sub.name_any();
+    store
+        .state()
+        .into_iter()
+        .filter(|r| {
+            let own = r.namespace().unwrap_or_default();
+            K::sub_account_ref(r.as_ref())
+                .is_some_and(|s| s.name == name && s.namespace_or(&own) == namespace)
+        })
+        .map(|r| ObjectRef::from_obj(r.as_ref()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,14 +5,16 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{DeletionPolicy, LocalObjectReference, ManagementPolicy, Ownership};
+use super::common::{DeletionPolicy, ManagementPolicy, Ownership, SubAccountReference};
 use super::conditions::Condition;
 use super::subaccount::NamedId;
 
 /// Desired state of an API key. Maps to `POST /api-key` and `PUT /api-key/{id}`.
 ///
-/// `POST /api-key` takes no sub account, so new keys are company keys; `subAccountRef` serves to
-/// adopt and manage an existing key of that sub account.
+/// With `subAccountRef` the key lives inside that SubAccount's sub account: it is created,
+/// changed and deleted with the sub account's credential (product design, "Accounts and
+/// tenancy"; a key created with a sub account's key belongs to that sub account). Without it,
+/// the key is a key of the account `accountRef` names.
 // The derive's repeated `printcolumn(type_ = ...)` arguments are separate columns, not duplicates.
 #[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -50,7 +52,10 @@ use super::subaccount::NamedId;
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{"rule": super::schema::ACCOUNT_REF_IMMUTABLE, "message": super::schema::ACCOUNT_REF_IMMUTABLE_MESSAGE}]))]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": super::schema::ACCOUNT_REF_IMMUTABLE, "message": super::schema::ACCOUNT_REF_IMMUTABLE_MESSAGE},
+    {"rule": super::schema::SUB_ACCOUNT_REF_IMMUTABLE, "message": super::schema::SUB_ACCOUNT_REF_IMMUTABLE_MESSAGE},
+]))]
 pub struct ApiKeySpec {
     /// The account this resource is managed through: a ClusterAccount (default kind) or an
     /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
@@ -78,9 +83,11 @@ pub struct ApiKeySpec {
     /// Secret (same namespace, owned by this ApiKey) that receives the key value under `apiKey`.
     #[schemars(length(min = 1, max = 253))]
     pub secret_name: String,
-    /// SubAccount (same namespace) whose existing key this resource adopts.
+    /// SubAccount whose sub account holds the key: the key is created, changed and deleted
+    /// there with the sub account's credential, and looked up only among that sub account's
+    /// keys. Unset: a key of the account itself. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sub_account_ref: Option<LocalObjectReference>,
+    pub sub_account_ref: Option<SubAccountReference>,
     /// `Delete` (default) deletes the key with the resource; `Orphan` leaves it.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,

@@ -129,12 +129,29 @@ pub enum Ownership {
     Observed,
 }
 
-/// A reference to another object in the same namespace, by name.
+/// A reference to a SubAccount whose sub account holds an object (product design, "Accounts
+/// and tenancy"): the object is created, changed, verified and deleted with that sub account's
+/// credential, so it can reach nothing outside the sub account. Immutable once set.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub struct LocalObjectReference {
-    /// Name of the referenced object (a DNS-1123 subdomain).
-    #[schemars(length(min = 1, max = 253))]
+pub struct SubAccountReference {
+    /// Name of the SubAccount (a DNS-1123 subdomain).
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(super::schema::DNS_SUBDOMAIN_PATTERN)
+    )]
     pub name: String,
+    /// Namespace of the SubAccount. Unset: the referring object's own namespace. Another
+    /// namespace must be selected by the SubAccount's `spec.allowedNamespaces`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), pattern(super::schema::DNS_LABEL_PATTERN))]
+    pub namespace: Option<String>,
+}
+
+impl SubAccountReference {
+    /// The SubAccount's namespace for an object in `own`: `namespace`, else `own`.
+    pub fn namespace_or<'a>(&'a self, own: &'a str) -> &'a str {
+        self.namespace.as_deref().unwrap_or(own)
+    }
 }
 
 impl ManagementPolicy {

@@ -28,8 +28,8 @@ pub use account::{
 pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
 pub use common::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID,
-    ANNOTATION_PAUSED, AdoptionPolicy, DeletionPolicy, FINALIZER, GROUP, LocalObjectReference,
-    ManagementPolicy, Ownership, SubAccountDeletionPolicy, VERSION, is_paused,
+    ANNOTATION_PAUSED, AdoptionPolicy, DeletionPolicy, FINALIZER, GROUP, ManagementPolicy,
+    Ownership, SubAccountDeletionPolicy, SubAccountReference, VERSION, is_paused,
 };
 pub use conditions::Condition;
 pub use sendingdomain::{DnsRecord, SendingDomain, SendingDomainSpec, SendingDomainStatus};

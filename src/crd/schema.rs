@@ -15,6 +15,10 @@ pub const HOSTNAME_PATTERN: &str =
 pub const DNS_SUBDOMAIN_PATTERN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
+/// Pattern of a namespace name (a DNS-1123 label: lowercase letters, digits and `-`, starting
+/// and ending with a letter or digit; Kubernetes API conventions, "Names").
+pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
 /// Pattern of a name at the service (sub account, API key): no leading or trailing whitespace.
 /// The service trims names before storing them, so a name with surrounding spaces would never
 /// match its own object by name again (design decision "Names"). Read the same way by RE2
@@ -93,6 +97,15 @@ pub const ACCOUNT_REF_IMMUTABLE: &str = "(has(self.accountRef) ? self.accountRef
 
 /// Message of [`ACCOUNT_REF_IMMUTABLE`].
 pub const ACCOUNT_REF_IMMUTABLE_MESSAGE: &str = "spec.accountRef is immutable: create a new resource to manage an object through another account";
+
+/// CEL transition rule keeping `spec.subAccountRef` as it was created (set or unset, name and
+/// namespace): an object moved to another sub account would be left behind in the first one
+/// (product design, "Accounts and tenancy": `subAccountRef` is immutable). Spelling out the
+/// namespace that was left to default counts as a change.
+pub const SUB_ACCOUNT_REF_IMMUTABLE: &str = "has(self.subAccountRef) == has(oldSelf.subAccountRef) && (!has(self.subAccountRef) || (self.subAccountRef.name == oldSelf.subAccountRef.name && (has(self.subAccountRef.namespace) ? self.subAccountRef.namespace : '') == (has(oldSelf.subAccountRef.namespace) ? oldSelf.subAccountRef.namespace : '')))";
+
+/// Message of [`SUB_ACCOUNT_REF_IMMUTABLE`].
+pub const SUB_ACCOUNT_REF_IMMUTABLE_MESSAGE: &str = "spec.subAccountRef is immutable: create a new resource to manage an object in another sub account";
 
 /// Schema of `spec.accountRef`: the [`super::account::AccountReference`] object, not nullable
 /// (kube-apiserver then drops an explicit `null` before validation, as it does for every

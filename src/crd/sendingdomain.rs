@@ -51,13 +51,21 @@ use super::conditions::Condition;
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{"rule": super::schema::ACCOUNT_REF_IMMUTABLE, "message": super::schema::ACCOUNT_REF_IMMUTABLE_MESSAGE}]))]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": super::schema::ACCOUNT_REF_IMMUTABLE, "message": super::schema::ACCOUNT_REF_IMMUTABLE_MESSAGE},
+    {"rule": super::schema::SUB_ACCOUNT_REF_IMMUTABLE, "message": super::schema::SUB_ACCOUNT_REF_IMMUTABLE_MESSAGE},
+]))]
 pub struct SendingDomainSpec {
     /// The account this resource is managed through: a ClusterAccount (default kind) or an
     /// Account of this namespace. Unset: ClusterAccount `default`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::schema::account_ref")]
     pub account_ref: Option<super::account::AccountReference>,
+    /// SubAccount whose sub account holds the domain: it is created, verified, shared and
+    /// deleted there with the sub account's credential, and looked up only among that sub
+    /// account's domains. Unset: a domain of the account itself. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_account_ref: Option<super::common::SubAccountReference>,
     /// The domain (`domain` on create). Required, immutable, a lowercase hostname; the natural key
     /// used to adopt an existing sending domain.
     #[schemars(schema_with = "super::schema::domain")]

@@ -68,6 +68,23 @@ pub struct SubAccountSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<InitialApiKey>,
 
+    /// Name of the sub account's API key the operator calls with for the objects inside it
+    /// (ApiKeys and SendingDomains whose `subAccountRef` names this SubAccount). Unset: the
+    /// key created with the sub account: `spec.apiKey`'s when that is set (release 0.1), else
+    /// `mailtarget-operator`, which the operator creates with the sub account (full
+    /// permissions, no address restriction). For a sub account adopted rather than created,
+    /// name one of its keys. Must be `spec.apiKey`'s name when both are set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100), pattern(super::schema::NAME_PATTERN))]
+    pub credential_key_name: Option<String>,
+
+    /// Namespaces besides this one whose ApiKeys and SendingDomains may place objects inside
+    /// the sub account (`subAccountRef.namespace` naming this namespace): a label selector on
+    /// Namespaces (`kubernetes.io/metadata.name` selects by name). Unset: none; `{}`: every
+    /// namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_namespaces: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+
     /// What deleting this resource does: `Orphan` (default) leaves the sub account, `Deactivate`
     /// sets its status to `deactivatedStatus`. The interface has no DELETE for sub accounts.
     #[serde(default)]
@@ -136,6 +153,10 @@ pub struct SubAccountStatus {
     /// `createdAt` in the service (an opaque integer timestamp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<i64>,
+    /// The key the operator calls with inside the sub account (id and name, never the value);
+    /// absent while it is not found among the sub account's keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<NamedId>,
     /// API keys of the sub account (ids and names, never values).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_keys: Vec<NamedId>,

@@ -35,6 +35,10 @@ pub enum Lookup<'a, T> {
     Ambiguous(Vec<i64>),
     /// The external-id annotation names an id that does not exist.
     ExternalIdNotFound(i64),
+    /// No object of the resource's scope (its sub account) matches, but the natural key, unique
+    /// at the service, is taken outside it: the object can be neither adopted nor created
+    /// there. Holds the ids.
+    OutsideScope(Vec<i64>),
 }
 
 impl<T> Lookup<'_, T> {
@@ -58,7 +62,15 @@ impl<T> Lookup<'_, T> {
             )),
             Lookup::ExternalIdNotFound(id) => Some((
                 "ExternalObjectNotFound",
-                format!("the {annotation} annotation names {noun} {id}, which does not exist"),
+                format!(
+                    "the {annotation} annotation names {noun} {id}, which does not exist where this resource may look"
+                ),
+            )),
+            Lookup::OutsideScope(_) => Some((
+                "AlreadyExists",
+                format!(
+                    "a {noun} \"{key}\" exists outside the sub account this resource is placed in; it can be neither adopted nor created there"
+                ),
             )),
             Lookup::Found(..) | Lookup::Missing => None,
         }
@@ -67,18 +79,22 @@ impl<T> Lookup<'_, T> {
 
 /// Finds the item of `items` that a resource stands for.
 ///
-/// `external_id` wins when set (and is an error when absent from `items`); then `status_id`;
-/// then every item for which `natural` is true. An id in `status_id` that no longer exists (the
-/// object was deleted out of band) falls through to the natural key, then to [`Lookup::Missing`].
+/// Only items for which `in_scope` is true exist for the lookup (the objects of the sub account
+/// a resource is placed in: an id or name outside it reaches nothing). Among them
+/// `external_id` wins when set (and is an error when absent); then `status_id`; then every
+/// item for which `natural` is true. An id in `status_id` that no longer exists (the object was
+/// deleted out of band) falls through to the natural key, then to [`Lookup::Missing`].
 pub fn find<'a, T>(
     items: &'a [T],
     id_of: impl Fn(&T) -> i64,
+    in_scope: impl Fn(&T) -> bool,
     external_id: Option<i64>,
     status_id: Option<i64>,
     natural: impl Fn(&T) -> bool,
 ) -> Lookup<'a, T> {
+    let scoped = || items.iter().filter(|i| in_scope(i));
     if let Some(want) = external_id {
-        return match items.iter().find(|i| id_of(i) == want) {
+        return match scoped().find(|i| id_of(i) == want) {
             Some(item) => Lookup::Found(
                 item,
                 Found {
@@ -90,7 +106,7 @@ pub fn find<'a, T>(
         };
     }
     if let Some(want) = status_id
-        && let Some(item) = items.iter().find(|i| id_of(i) == want)
+        && let Some(item) = scoped().find(|i| id_of(i) == want)
     {
         return Lookup::Found(
             item,
@@ -100,9 +116,16 @@ pub fn find<'a, T>(
             },
         );
     }
-    let matches: Vec<&T> = items.iter().filter(|i| natural(i)).collect();
+    let matches: Vec<&T> = scoped().filter(|i| natural(i)).collect();
     match matches.as_slice() {
-        [] => Lookup::Missing,
+        [] => {
+            let elsewhere: Vec<i64> = items.iter().filter(|i| natural(i)).map(&id_of).collect();
+            if elsewhere.is_empty() {
+                Lookup::Missing
+            } else {
+                Lookup::OutsideScope(elsewhere)
+            }
+        }
         [one] => Lookup::Found(
             one,
             Found {
@@ -122,7 +145,29 @@ mod tests {
     const ITEMS: &[Item] = &[(1, "a"), (2, "b"), (3, "b")];
 
     fn run(ext: Option<i64>, status: Option<i64>, name: &str) -> Lookup<'static, Item> {
-        find(ITEMS, |i| i.0, ext, status, |i| i.1 == name)
+        find(ITEMS, |i| i.0, |_| true, ext, status, |i| i.1 == name)
+    }
+
+    /// Items out of scope do not exist for any of the three matches.
+    #[test]
+    fn out_of_scope_items_are_not_found() {
+        let scoped = |ext, status, name: &str| {
+            find(ITEMS, |i| i.0, |i| i.0 != 2, ext, status, |i| i.1 == name)
+        };
+        assert_eq!(scoped(Some(2), None, "a"), Lookup::ExternalIdNotFound(2));
+        assert_eq!(scoped(None, Some(2), "z"), Lookup::Missing);
+        assert!(matches!(
+            scoped(None, None, "b"),
+            Lookup::Found(
+                _,
+                Found {
+                    id: 3,
+                    matched_by: MatchedBy::NaturalKey
+                }
+            )
+        ));
+        let only_one = |name: &str| find(ITEMS, |i| i.0, |i| i.0 == 1, None, None, |i| i.1 == name);
+        assert_eq!(only_one("b"), Lookup::OutsideScope(vec![2, 3]));
     }
 
     /// The lookup order is external id, status id, natural key; ambiguity adopts nothing.

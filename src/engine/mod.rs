@@ -246,9 +246,9 @@ pub trait ManagedKind: 'static {
     /// True for a kind created and changed with a company key only (a SubAccount: a sub account
     /// key acts within its own sub account, product design decision "Scope of a key").
     const NEEDS_COMPANY_KEY: bool = false;
-    /// The SubAccount (same namespace) whose sub account holds the object, if the spec names
-    /// one.
-    fn sub_account_ref(_r: &Self::Resource) -> Option<&str> {
+    /// `spec.subAccountRef`: the SubAccount whose sub account holds the object, if the spec
+    /// names one. Its calls are then made with that sub account's credential.
+    fn sub_account_ref(_r: &Self::Resource) -> Option<&crate::crd::SubAccountReference> {
         None
     }
     /// Scopes `d` to the sub account `id` once the front end resolved the reference.

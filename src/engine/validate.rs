@@ -143,6 +143,20 @@ pub fn sub_account(r: &SubAccount) -> Vec<Problem> {
         ip_list(&key.allowed_ips, "spec.apiKey.allowedIps", &mut out);
         secret_name(&key.secret_name, "spec.apiKey.secretName", &mut out);
         unique_ids(&key.permission_ids, "spec.apiKey.permissionIds", &mut out);
+        let first = key.name.as_deref().unwrap_or(r.service_name());
+        if let Some(named) = &r.spec.credential_key_name
+            && !crate::engine::natural_key::same_key_name(named, first)
+        {
+            out.push(Problem::new(
+                "spec.credentialKeyName",
+                format!(
+                    "names key \"{named}\" but spec.apiKey creates key \"{first}\" with the sub account, which is then the operator's credential; leave spec.credentialKeyName unset, or remove spec.apiKey and declare that key as an ApiKey with subAccountRef"
+                ),
+            ));
+        }
+    }
+    if let Some(selector) = &r.spec.allowed_namespaces {
+        label_selector(selector, "spec.allowedNamespaces", &mut out);
     }
     out
 }

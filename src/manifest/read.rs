@@ -493,14 +493,23 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
         }
     }
     for loaded in resources {
-        if let Resource::ApiKey(key) = &loaded.resource
-            && let Some(reference) = &key.spec.sub_account_ref
-        {
-            let ns = loaded.resource.namespace().to_string();
+        let reference = match &loaded.resource {
+            Resource::ApiKey(r) => r.spec.sub_account_ref.as_ref(),
+            Resource::SendingDomain(r) => r.spec.sub_account_ref.as_ref(),
+            Resource::SubAccount(_) => None,
+        };
+        if let Some(reference) = reference {
+            let ns = reference
+                .namespace_or(loaded.resource.namespace())
+                .to_string();
             if !objects.contains_key(&("SubAccount".into(), ns.clone(), reference.name.clone())) {
                 errors.push(ManifestError {
                     source: Some(loaded.source.clone()),
-                    object: Some(format!("ApiKey \"{}\"", loaded.resource.name())),
+                    object: Some(format!(
+                        "{} \"{}\"",
+                        loaded.resource.kind(),
+                        loaded.resource.name()
+                    )),
                     field: Some("spec.subAccountRef.name".into()),
                     message: format!("no SubAccount \"{}\" in namespace \"{ns}\" among the manifests; add it or fix the name", reference.name),
                 });

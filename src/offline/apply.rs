@@ -6,12 +6,13 @@ use futures::{StreamExt, stream};
 use secrecy::SecretString;
 use serde::Serialize;
 
-use super::plan::{Entry, OfflinePlan, Step, Summary};
+use super::plan::{Entry, Inside, OfflinePlan, Step, Summary};
 use super::{secrets, twins};
 use crate::api::{Client, SubAccountDetail};
 use crate::crd::{ApiKey, DnsRecord};
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::kinds::sending_domain::{self, records};
+use crate::engine::kinds::sub_account;
 use crate::engine::{Found, MatchedBy, natural_key};
 use crate::engine::{ManagedKind, StepReport};
 use crate::files::SafeDir;
@@ -134,18 +135,26 @@ pub async fn run(
     for (i, o, d) in created {
         outcomes[i] = Some(o);
         if let Some(d) = d {
-            sub_details.push((
-                plan.resources[i].namespace().to_string(),
-                plan.resources[i].name().to_string(),
-                d,
-            ));
+            sub_details.push((i, d));
         }
     }
-    let sub_details = &sub_details;
+    // The client each resource inside a sub account calls with.
+    let callers: Vec<Option<Result<Client, String>>> = plan
+        .inside
+        .iter()
+        .map(|placed| placed.as_ref().map(|p| caller(client, p, &sub_details)))
+        .collect();
+    let (sub_details, callers) = (&sub_details, &callers);
 
     let keys = indexed(|s| matches!(s, Step::ApiKey(_) | Step::KeyOfNewSubAccount { .. }));
     let done: Vec<(usize, Outcome)> = stream::iter(keys)
-        .map(|i| async move { (i, apply_api_key(ctx, plan, i, sub_details).await) })
+        .map(|i| async move {
+            let o = match placed_ctx(ctx, callers, i) {
+                Ok(ctx) => apply_api_key(&ctx, plan, i, sub_details).await,
+                Err(e) => failed(&plan.entries[i], e),
+            };
+            (i, o)
+        })
         .buffered(PARALLEL)
         .collect()
         .await;
@@ -155,7 +164,13 @@ pub async fn run(
 
     let domains = indexed(|s| matches!(s, Step::SendingDomain { .. }));
     let done: Vec<(usize, Outcome)> = stream::iter(domains)
-        .map(|i| async move { (i, apply_domain(ctx, plan, i).await) })
+        .map(|i| async move {
+            let o = match placed_ctx(ctx, callers, i) {
+                Ok(ctx) => apply_domain(&ctx, plan, i).await,
+                Err(e) => failed(&plan.entries[i], e),
+            };
+            (i, o)
+        })
         .buffered(PARALLEL)
         .collect()
         .await;
@@ -175,6 +190,47 @@ pub async fn run(
         })
         .collect();
     ApplyReport { outcomes }
+}
+
+/// The client a resource placed inside a sub account calls with: the company client calling as
+/// the sub account's credential, from the create answer of a sub account this apply created
+/// (`created`: manifest index and answer), else as the plan found it.
+///
+/// Errors: for people, why there is none (the SubAccount failed, or has no usable key).
+fn caller(
+    client: &Client,
+    placed: &Inside,
+    created: &[(usize, SubAccountDetail)],
+) -> Result<Client, String> {
+    let answered = created.iter().find(|(i, _)| *i == placed.sub);
+    let key = match (answered, &placed.credential) {
+        (Some((_, detail)), _) => {
+            sub_account::credential(&placed.credential_key, detail.id, &detail.api_keys)?
+                .key
+                .clone()
+        }
+        (None, Some(key)) => key.clone(),
+        (None, None) => return Err("its SubAccount was not applied".into()),
+    };
+    client.calling_as(key).map_err(|e| e.to_string())
+}
+
+/// `ctx` with the client of resource `i`: its sub account's credential when it is placed
+/// inside one.
+fn placed_ctx<'a>(
+    ctx: &Ctx<'a>,
+    callers: &'a [Option<Result<Client, String>>],
+    i: usize,
+) -> Result<Ctx<'a>, String> {
+    let client = match callers.get(i).and_then(Option::as_ref) {
+        None => ctx.client,
+        Some(Ok(client)) => client,
+        Some(Err(e)) => return Err(e.clone()),
+    };
+    Ok(Ctx {
+        client,
+        secrets_dir: ctx.secrets_dir,
+    })
 }
 
 fn write_secret(
@@ -262,7 +318,7 @@ async fn apply_api_key(
     ctx: &Ctx<'_>,
     plan: &OfflinePlan,
     i: usize,
-    subs: &[(String, String, SubAccountDetail)],
+    subs: &[(usize, SubAccountDetail)],
 ) -> Outcome {
     let namespace = plan.resources[i].namespace();
     let want = ctx.secrets_dir.is_some();
@@ -276,7 +332,8 @@ async fn apply_api_key(
         _ => return outcome(entry, "skipped"),
     };
     // A key created with its SubAccount in this apply: planned now that the sub account exists.
-    let Some((_, _, detail)) = subs.iter().find(|(ns, n, _)| ns == namespace && n == sub) else {
+    let placed = plan.inside.get(i).and_then(Option::as_ref);
+    let Some((_, detail)) = placed.and_then(|p| subs.iter().find(|(s, _)| *s == p.sub)) else {
         return failed(entry, format!("SubAccount \"{sub}\" was not applied"));
     };
     let Some(item) = detail
@@ -292,6 +349,7 @@ async fn apply_api_key(
             ),
         );
     };
+    // Read with the sub account's credential (`ctx`), which owns it.
     let current = match ctx.client.get_api_key(item.id).await {
         Ok(c) => c,
         Err(e) => return failed(entry, e),

@@ -46,39 +46,53 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
             (Resource::SubAccount(_), Some(result)) => planned(&mut e, result, Step::SubAccount),
             (Resource::SubAccount(_), None) => unreachable!("every SubAccount is planned above"),
             (Resource::ApiKey(r), _) => {
-                let ns = loaded.resource.namespace();
-                let result = driver::desired::<ApiKey>(r).and_then(|mut d| {
-                        if let Some(sub) = &d.sub_account_ref {
-                            let Some((_, _, id)) =
-                                sub_ids.iter().find(|(n, m, _)| *n == ns && m == sub)
-                            else {
-                                return Err(PlanError::Blocked(format!(
-                                    "SubAccount \"{sub}\" matches no sub account, so the key inside it cannot be found"
-                                )));
-                            };
-                            d.sub_account_id = Some(*id);
-                        }
-                        driver::plan_deletion_of::<ApiKey>(r, d, &inventory)
-                    });
+                let result = deletion_inside::<ApiKey>(r, loaded, &sub_ids, &inventory);
                 planned(&mut e, result, Step::ApiKey)
             }
-            (Resource::SendingDomain(r), _) => planned(
-                &mut e,
-                driver::plan_deletion(r, &inventory),
-                Step::SendingDomain,
-            ),
+            (Resource::SendingDomain(r), _) => {
+                let result = deletion_inside::<SendingDomain>(r, loaded, &sub_ids, &inventory);
+                planned(&mut e, result, Step::SendingDomain)
+            }
         };
         entries.push(e);
         steps.push(step);
     }
     let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
-    super::guards::apply(&mut entries, &mut steps, &resources);
+    super::guards::apply(&mut entries, &mut steps, &resources, &[]);
     Ok(OfflinePlan {
         entries,
         unmanaged: Vec::new(),
         steps,
         resources,
+        inside: Vec::new(),
     })
+}
+
+/// The deletion plan of an ApiKey or SendingDomain, looked up inside the sub account its
+/// `spec.subAccountRef` names (found through the SubAccounts of `sub_ids`: namespace, name and
+/// matched id). The company key deletes it: it reaches every sub account.
+fn deletion_inside<K: ManagedKind>(
+    r: &K::Resource,
+    loaded: &Loaded,
+    sub_ids: &[(&str, &str, i64)],
+    inventory: &Inventory,
+) -> Result<ResourcePlan<K>, PlanError> {
+    let mut d = driver::desired::<K>(r)?;
+    if let Some(reference) = K::sub_account_ref(r) {
+        let namespace = reference.namespace_or(loaded.resource.namespace());
+        let Some((_, _, id)) = sub_ids
+            .iter()
+            .find(|(n, m, _)| *n == namespace && *m == reference.name)
+        else {
+            return Err(PlanError::Blocked(format!(
+                "SubAccount \"{namespace}/{}\" matches no sub account, so the {} inside it cannot be found",
+                reference.name,
+                K::NOUN
+            )));
+        };
+        K::in_sub_account(&mut d, *id);
+    }
+    driver::plan_deletion_of::<K>(r, d, inventory)
 }
 
 /// Fills `e` from a deletion plan: `delete`, `deactivate`, `keep` (the policy keeps the object)

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::plan::{Entry, Step};
+use super::plan::{Entry, Inside, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::manifest::Resource;
 
@@ -22,7 +22,13 @@ pub const OBSERVE: &str = "observe";
 /// Turns the plans of paused and `ObserveOnly` resources into reports that write nothing, then
 /// fails every resource whose matched API object another writing resource of the same kind also
 /// matched. `entries`, `steps` and `resources` are parallel (one slot per resource).
-pub(crate) fn apply(entries: &mut [Entry], steps: &mut [Step], resources: &[Resource]) {
+/// `inside` says which resources are placed inside a sub account (empty: none).
+pub(crate) fn apply(
+    entries: &mut [Entry],
+    steps: &mut [Step],
+    resources: &[Resource],
+    inside: &[Option<Inside>],
+) {
     for ((e, step), r) in entries.iter_mut().zip(steps.iter_mut()).zip(resources) {
         if e.error.is_some() {
             continue;
@@ -46,7 +52,7 @@ pub(crate) fn apply(entries: &mut [Entry], steps: &mut [Step], resources: &[Reso
             *step = Step::Invalid;
         }
     }
-    skip_keys_of_skipped_sub_accounts(entries, steps, resources);
+    nothing_inside_skipped_sub_accounts(entries, steps, resources, inside);
     conflicts(entries, resources);
 }
 
@@ -75,30 +81,26 @@ fn observe(e: &mut Entry) {
     e.action = OBSERVE;
 }
 
-/// A key to be created with a SubAccount that is paused or `ObserveOnly` (so never created)
-/// cannot be created either.
-fn skip_keys_of_skipped_sub_accounts(
+/// Nothing can be created inside a SubAccount that is paused or `ObserveOnly` and does not exist
+/// (so is never created), nor be called inside one without its credential.
+fn nothing_inside_skipped_sub_accounts(
     entries: &mut [Entry],
     steps: &mut [Step],
     resources: &[Resource],
+    inside: &[Option<Inside>],
 ) {
-    let skipped: Vec<(String, String)> = resources
-        .iter()
-        .zip(steps.iter())
-        .filter(|(r, s)| matches!(r, Resource::SubAccount(_)) && matches!(s, Step::Skip))
-        .map(|(r, _)| (r.namespace().to_string(), r.name().to_string()))
-        .collect();
-    for ((e, step), r) in entries.iter_mut().zip(steps.iter_mut()).zip(resources) {
-        if let Step::KeyOfNewSubAccount {
-            sub_account: sub, ..
-        } = step
-            && skipped.contains(&(r.namespace().to_string(), sub.clone()))
-        {
-            e.error = Some(format!(
-                "it is created with SubAccount \"{sub}\", which is paused or ObserveOnly and does not exist"
-            ));
-            *step = Step::Invalid;
+    for (i, placed) in inside.iter().enumerate() {
+        let Some(Inside { sub, id: None, .. }) = placed else {
+            continue;
+        };
+        if !matches!(steps[*sub], Step::Skip) || matches!(steps[i], Step::Skip) {
+            continue;
         }
+        entries[i].error = Some(format!(
+            "it is placed in SubAccount \"{}\", which is paused or ObserveOnly and does not exist",
+            resources[*sub].name()
+        ));
+        steps[i] = Step::Invalid;
     }
 }
 

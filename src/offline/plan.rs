@@ -9,7 +9,7 @@ use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::kinds::api_key;
 use crate::engine::kinds::sub_account;
-use crate::engine::{FieldChange, MatchedBy};
+use crate::engine::{FieldChange, MatchedBy, natural_key};
 use crate::engine::{ManagedKind, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
 
@@ -91,8 +91,8 @@ fn is_zero(n: &usize) -> bool {
 pub(crate) enum Step {
     SubAccount(ResourcePlan<SubAccount>),
     ApiKey(ResourcePlan<ApiKey>),
-    /// The first key of a sub account this apply creates (named in that SubAccount's
-    /// `spec.apiKey`): planned once the sub account exists.
+    /// The key created with a sub account this apply creates (the operator's credential there,
+    /// named like it): read once the sub account exists, then managed as planned.
     KeyOfNewSubAccount {
         desired: api_key::Desired,
         sub_account: String,
@@ -113,6 +113,23 @@ pub struct OfflinePlan {
     pub unmanaged: Vec<Unmanaged>,
     pub(crate) steps: Vec<Step>,
     pub(crate) resources: Vec<Resource>,
+    /// For each resource placed inside a sub account (`spec.subAccountRef`), where: its calls
+    /// are made with that sub account's credential.
+    pub(crate) inside: Vec<Option<Inside>>,
+}
+
+/// Where a resource inside a sub account is placed (product design, "Accounts and tenancy").
+#[derive(Clone, Debug)]
+pub(crate) struct Inside {
+    /// Manifest index of its SubAccount.
+    pub sub: usize,
+    /// The sub account's id, `None` when this apply creates it.
+    pub id: Option<i64>,
+    /// The operator's credential in an existing sub account, from the company's key list
+    /// ([`sub_account::credential`]); for a new one it comes from the create answer.
+    pub credential: Option<secrecy::SecretString>,
+    /// Name of the credential key.
+    pub credential_key: String,
 }
 
 /// An object of the account that no manifest names.
@@ -126,14 +143,29 @@ pub struct Unmanaged {
     pub name: String,
 }
 
-/// The objects of `inventory` whose id no entry of its kind matched.
-fn unmanaged(entries: &[Entry], inventory: &Inventory) -> Vec<Unmanaged> {
+/// The objects of `inventory` whose id no entry of its kind matched; the operator's credential
+/// inside a planned sub account belongs to its SubAccount.
+fn unmanaged(entries: &[Entry], steps: &[Step], inventory: &Inventory) -> Vec<Unmanaged> {
+    let credentials: Vec<(i64, &str)> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::SubAccount(p) => Some((p.planned.found?.id, p.desired.credential_key.as_str())),
+            _ => None,
+        })
+        .collect();
     let matched = |kind: &str, id: i64| entries.iter().any(|e| e.kind == kind && e.id == Some(id));
+    let credential = |k: &crate::api::ApiKeyListItem| {
+        credentials.iter().any(|(sub, name)| {
+            k.sub_account_id == *sub && natural_key::same_key_name(&k.name, name)
+        })
+    };
     let subs = inventory
         .sub_accounts
         .iter()
         .map(|s| ("SubAccount", s.id, &s.name));
-    let keys = inventory.api_keys.iter().map(|k| ("ApiKey", k.id, &k.name));
+    let keys = (inventory.api_keys.iter())
+        .filter(|k| !credential(k))
+        .map(|k| ("ApiKey", k.id, &k.name));
     let domains = inventory
         .sending_domains
         .iter()
@@ -235,8 +267,16 @@ pub async fn build(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan,
 /// How many detail reads planning runs at once; the client's request budget is the real limit.
 const PARALLEL: usize = 64;
 
-/// Namespace, name, matched id and first key name of a planned SubAccount (keys refer to it).
-type PlannedSubAccount = (String, String, Option<i64>, Option<String>);
+/// A planned SubAccount, as the resources placed inside it see it.
+#[derive(Clone, Debug)]
+struct PlannedSubAccount {
+    namespace: String,
+    name: String,
+    /// Where the resources inside it find it.
+    inside: Inside,
+    /// Why its credential cannot be had (an existing sub account without a usable key).
+    credential_problem: Option<String>,
+}
 
 pub(crate) async fn build_with(
     client: &Client,
@@ -253,7 +293,7 @@ pub(crate) async fn build_with(
             }
         }))
         .map(|(index, loaded, r)| async move {
-            let (e, step, sub) = plan_sub_account(client, r, loaded, inventory).await?;
+            let (e, step, sub) = plan_sub_account(client, r, index, loaded, inventory).await?;
             Ok::<_, ApiError>((index, e, step, sub))
         })
         .buffered(PARALLEL)
@@ -264,43 +304,53 @@ pub(crate) async fn build_with(
         slots[index] = Some((e, step));
         sub_accounts.extend(sub);
     }
-    let sub_accounts = &sub_accounts;
-    let planned: Vec<(usize, Entry, Step)> = stream::iter(resources.iter().enumerate())
-        .filter(|(_, loaded)| {
-            futures::future::ready(!matches!(loaded.resource, Resource::SubAccount(_)))
-        })
-        .map(|(index, loaded)| async move {
-            let mut e = entry_of(loaded);
-            let step = match &loaded.resource {
-                Resource::ApiKey(r) => {
-                    plan_key(client, r, loaded, sub_accounts, inventory, &mut e).await?
-                }
-                Resource::SendingDomain(r) => plan_domain(client, r, inventory, &mut e).await?,
-                Resource::SubAccount(_) => Step::Invalid,
-            };
-            Ok::<_, ApiError>((index, e, step))
-        })
-        .buffered(PARALLEL)
-        .try_collect()
-        .await?;
-    for (index, e, step) in planned {
+    let sub_accounts = sub_accounts.as_slice();
+    let mut inside: Vec<Option<Inside>> = resources.iter().map(|_| None).collect();
+    let planned: Vec<(usize, Entry, Step, Option<Inside>)> =
+        stream::iter(resources.iter().enumerate())
+            .filter(|(_, loaded)| {
+                futures::future::ready(!matches!(loaded.resource, Resource::SubAccount(_)))
+            })
+            .map(|(index, loaded)| async move {
+                let mut e = entry_of(loaded);
+                let (step, placed) = match &loaded.resource {
+                    Resource::ApiKey(r) => {
+                        let first = Some(new_sub_account_key as FirstKey<ApiKey>);
+                        let at = (loaded, sub_accounts, inventory);
+                        plan_placed::<ApiKey>(client, r, at, first, &mut e).await?
+                    }
+                    Resource::SendingDomain(r) => {
+                        let at = (loaded, sub_accounts, inventory);
+                        plan_placed::<SendingDomain>(client, r, at, None, &mut e).await?
+                    }
+                    Resource::SubAccount(_) => (Step::Invalid, None),
+                };
+                Ok::<_, ApiError>((index, e, step, placed))
+            })
+            .buffered(PARALLEL)
+            .try_collect()
+            .await?;
+    for (index, e, step, placed) in planned {
         slots[index] = Some((e, step));
+        inside[index] = placed;
     }
     // Every slot is filled: each resource is of one of the three kinds handled above.
     let (mut entries, mut steps): (Vec<Entry>, Vec<Step>) = slots.into_iter().flatten().unzip();
     let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
-    super::guards::apply(&mut entries, &mut steps, &resources);
+    super::guards::apply(&mut entries, &mut steps, &resources, &inside);
     Ok(OfflinePlan {
-        unmanaged: unmanaged(&entries, inventory),
+        unmanaged: unmanaged(&entries, &steps, inventory),
         entries,
         steps,
         resources,
+        inside,
     })
 }
 
 async fn plan_sub_account(
     client: &Client,
     r: &SubAccount,
+    index: usize,
     loaded: &Loaded,
     inventory: &Inventory,
 ) -> Result<(Entry, Step, Option<PlannedSubAccount>), ApiError> {
@@ -310,78 +360,113 @@ async fn plan_sub_account(
         driver::plan::<SubAccount>(client, r, inventory).await,
         Step::SubAccount,
     )?;
-    let sub = match &step {
-        Step::SubAccount(plan) => Some((
-            loaded.resource.namespace().to_string(),
-            loaded.resource.name().to_string(),
-            plan.planned.found.map(|f| f.id),
-            sub_account::initial_key_name(&plan.desired),
-        )),
-        _ => None,
+    let Step::SubAccount(plan) = &step else {
+        return Ok((e, step, None));
     };
-    Ok((e, step, sub))
+    let id = plan.planned.found.map(|f| f.id);
+    let credential_key = plan.desired.credential_key.clone();
+    let credential = id.map(|id| {
+        sub_account::credential(&credential_key, id, &inventory.api_keys).map(|k| k.key.clone())
+    });
+    let sub = PlannedSubAccount {
+        namespace: loaded.resource.namespace().to_string(),
+        name: loaded.resource.name().to_string(),
+        credential_problem: credential.as_ref().and_then(|c| c.as_ref().err().cloned()),
+        inside: Inside {
+            sub: index,
+            id,
+            credential: credential.and_then(Result::ok),
+            credential_key,
+        },
+    };
+    Ok((e, step, Some(sub)))
 }
 
-async fn plan_domain(
+/// Plans an ApiKey or SendingDomain, inside the sub account of the SubAccount its
+/// `spec.subAccountRef` names (among the manifests) or in the account itself.
+///
+/// Inside an existing sub account it is looked up among that sub account's objects only, and
+/// its calls will use the sub account's credential; inside one this apply creates, nothing of
+/// it exists yet, so it is created (a domain taken elsewhere is an error), except the key the
+/// sub account is created with, which the apply reads once it exists.
+/// `first` plans the key a new sub account is created with (ApiKeys only).
+async fn plan_placed<K: ManagedKind>(
     client: &Client,
-    r: &SendingDomain,
-    inventory: &Inventory,
+    r: &K::Resource,
+    (loaded, sub_accounts, inventory): (&Loaded, &[PlannedSubAccount], &Inventory),
+    first: Option<FirstKey<K>>,
     e: &mut Entry,
-) -> Result<Step, ApiError> {
-    planned(
-        e,
-        driver::plan::<SendingDomain>(client, r, inventory).await,
-        Step::SendingDomain,
-    )
-}
-
-async fn plan_key(
-    client: &Client,
-    r: &ApiKey,
-    loaded: &Loaded,
-    sub_accounts: &[PlannedSubAccount],
-    inventory: &Inventory,
-    e: &mut Entry,
-) -> Result<Step, ApiError> {
-    let mut d = match driver::desired::<ApiKey>(r) {
+) -> Result<(Step, Option<Inside>), ApiError>
+where
+    Step: From<ResourcePlan<K>>,
+{
+    let mut d = match driver::desired::<K>(r) {
         Ok(d) => d,
         Err(problem) => {
             e.error = Some(problem.to_string());
-            return Ok(Step::Invalid);
+            return Ok((Step::Invalid, None));
         }
     };
-    if let Some(name) = &d.sub_account_ref {
-        let ns = loaded.resource.namespace();
-        match sub_accounts
-            .iter()
-            .find(|(n, m, _, _)| n == ns && m == name)
-        {
-            Some((_, _, Some(id), _)) => d.sub_account_id = Some(*id),
-            Some((_, _, None, initial)) if initial.as_deref() == Some(d.name.as_str()) => {
-                e.action = "create";
-                e.notes.push(format!(
-                    "created with SubAccount \"{name}\" (its spec.apiKey)"
-                ));
-                return Ok(Step::KeyOfNewSubAccount {
-                    sub_account: name.clone(),
-                    desired: d,
-                });
+    let Some(reference) = K::sub_account_ref(r) else {
+        let result = driver::plan_desired::<K>(client, d, K::items(inventory)).await;
+        return Ok((planned(e, result, Step::from)?, None));
+    };
+    let own = loaded.resource.namespace();
+    let namespace = reference.namespace_or(own);
+    let Some(sub) = sub_accounts
+        .iter()
+        .find(|s| s.namespace == namespace && s.name == reference.name)
+    else {
+        e.error = Some(format!(
+            "spec.subAccountRef: no SubAccount \"{}\" in namespace \"{namespace}\" among the manifests",
+            reference.name
+        ));
+        return Ok((Step::Invalid, None));
+    };
+    if let Some(problem) = &sub.credential_problem {
+        e.error = Some(format!("SubAccount \"{}\": {problem}", sub.name));
+        return Ok((Step::Invalid, None));
+    }
+    let inside = Some(sub.inside.clone());
+    match sub.inside.id {
+        Some(id) => K::in_sub_account(&mut d, id),
+        None => {
+            if let Some(first) = first
+                && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key)
+            {
+                return Ok((first(d, &sub.name, e), inside));
             }
-            Some((_, _, None, _)) => {
-                e.error = Some(format!(
-                    "SubAccount \"{name}\" is to be created and its spec.apiKey does not name a key \"{}\"; the interface creates keys inside a sub account only with the sub account",
-                    d.name
-                ));
-                return Ok(Step::Invalid);
-            }
-            None => {
-                e.error = Some(format!(
-                    "spec.subAccountRef.name: no SubAccount \"{name}\" in namespace \"{ns}\""
-                ));
-                return Ok(Step::Invalid);
-            }
+            K::in_sub_account(&mut d, sub_account::NOT_CREATED_YET);
         }
     }
-    let result = driver::plan_desired::<ApiKey>(client, d, &inventory.api_keys).await;
-    planned(e, result, Step::ApiKey)
+    let result = driver::plan_desired::<K>(client, d, K::items(inventory)).await;
+    Ok((planned(e, result, Step::from)?, inside))
+}
+
+/// Plans the key a new sub account is created with, from its desired state, the SubAccount's
+/// name and the entry to fill.
+type FirstKey<K> = fn(<K as ManagedKind>::Desired, &str, &mut Entry) -> Step;
+
+/// The key a new sub account is created with: read after the sub account's create.
+fn new_sub_account_key(desired: api_key::Desired, sub: &str, e: &mut Entry) -> Step {
+    e.action = "create";
+    e.notes.push(format!(
+        "created with SubAccount \"{sub}\" (the key it is created with)"
+    ));
+    Step::KeyOfNewSubAccount {
+        sub_account: sub.to_string(),
+        desired,
+    }
+}
+
+impl From<ResourcePlan<ApiKey>> for Step {
+    fn from(plan: ResourcePlan<ApiKey>) -> Self {
+        Step::ApiKey(plan)
+    }
+}
+
+impl From<ResourcePlan<SendingDomain>> for Step {
+    fn from(plan: ResourcePlan<SendingDomain>) -> Self {
+        Step::SendingDomain(plan)
+    }
 }

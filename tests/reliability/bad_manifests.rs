@@ -319,19 +319,9 @@ async fn bad_manifests_are_refused_or_reported_without_writes() {
             ),
             Reported {
                 reason: "ReferenceNotReady",
-                says: "SubAccount \"nope\" does not exist yet",
+                says: "SubAccount \"default/nope\" does not exist yet",
                 stalled: false,
             },
-        ),
-        (
-            key(
-                "ghost",
-                json!({"secretName": "s", "subAccountRef": {"name": "existing"}}),
-            ),
-            stalled(
-                "CannotCreate",
-                "create it through the SubAccount's spec.apiKey",
-            ),
         ),
     ];
     let sub_cases: Vec<(Value, Expect)> = vec![

@@ -306,7 +306,7 @@ async fn objects_created_at_the_service_after_the_lists_were_cached_are_found() 
         .await
         .unwrap();
     rig.sim.clear_request_log();
-    subs.create(&pp, &serde_yaml::from_str("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: late}\nspec: {managementPolicy: ObserveOnly}\n").unwrap()).await.unwrap();
+    subs.create(&pp, &serde_yaml::from_str("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: late}\nspec: {managementPolicy: ObserveOnly, credentialKeyName: late-first}\n").unwrap()).await.unwrap();
     keys.create(&pp, &serde_yaml::from_str("apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: late-key, annotations: {mailtarget.co/adoption-policy: Adopt}}\nspec: {name: late-first, subAccountRef: {name: late}, secretName: late-key}\n").unwrap()).await.unwrap();
     keys.create(&pp, &serde_yaml::from_str(&format!("apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: by-id\n  annotations: {{mailtarget.co/external-id: \"{}\", mailtarget.co/adoption-policy: Adopt}}\nspec: {{name: later, secretName: by-id-key}}\n", later.id)).unwrap()).await.unwrap();
     wait_reason(&keys, "late-key", "Available").await;

@@ -582,7 +582,7 @@ async fn observe_other_sub_account() -> (Rig, Api<mailtarget_operator::crd::SubA
     let subs: Api<mailtarget_operator::crd::SubAccount> = rig.api();
     create(
         &subs,
-        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: other}\nspec: {managementPolicy: ObserveOnly}\n",
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: other}\nspec: {managementPolicy: ObserveOnly, credentialKeyName: other-first}\n",
     )
     .await;
     (rig, subs)

@@ -315,6 +315,18 @@ impl AccountRegistry {
         selector.matches(ns.labels())
     }
 
+    /// Whether `selector` matches the labels of `namespace` (a SubAccount's
+    /// `spec.allowedNamespaces`); `None` while the namespace is not in the cache. An invalid
+    /// selector matches nothing.
+    pub fn namespace_selected(
+        &self,
+        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+        namespace: &str,
+    ) -> Option<bool> {
+        self.namespace_cached(namespace)
+            .then(|| self.selector_matches(selector, namespace))
+    }
+
     /// True when `namespace` is in the Namespace cache (selectors can be evaluated for it).
     pub(super) fn namespace_cached(&self, namespace: &str) -> bool {
         self.namespaces

@@ -1,9 +1,11 @@
 //! ApiKey on the engine (interface document, section "API keys"): a company key is created with
 //! `name`, `permissionIds` and `allowedIp`; the create body has no `permissionType`, so a spec
-//! that sets one is followed by a PUT when the created key differs. Keys inside a sub account
-//! cannot be created through `POST /api-key` (only with their sub account); they are found and
-//! updated. The key value is exported to `spec.secretName`; lists carry it (interface document,
-//! "List API keys").
+//! that sets one is followed by a PUT when the created key differs. A key inside a sub account
+//! (`subAccountRef`) is created by the same call made with the sub account's credential (product
+//! design, decision "Scope of a key"), and found only among that sub account's keys. The key
+//! value is exported to `spec.secretName`: a company key's from the list (interface document,
+//! "List API keys"), a sub account key's from the create answer or a read made with the sub
+//! account's credential.
 
 use std::net::IpAddr;
 
@@ -192,13 +194,15 @@ impl ManagedKind for ApiKey {
         status_id: Option<i64>,
         items: &'a [ApiKeyListItem],
     ) -> Lookup<'a, ApiKeyListItem> {
-        // By name within the scope: the referenced sub account's keys, or company keys.
+        // Within the scope: a key inside a sub account is found among that sub account's keys
+        // only (by id or name); a company key by name among the company's own keys.
         let scope = d
             .sub_account_id
             .unwrap_or(crate::api::COMPANY_SUB_ACCOUNT_ID);
         lookup::find(
             items,
             |i| i.id,
+            |i| d.sub_account_id.is_none_or(|id| i.sub_account_id == id),
             external_id,
             status_id,
             |i| natural_key::same_key_name(&i.name, &d.name) && i.sub_account_id == scope,
@@ -218,17 +222,8 @@ impl ManagedKind for ApiKey {
         Observed::from(detail)
     }
 
-    /// Errors: a key inside a sub account that does not exist: the interface creates keys only
-    /// at company level (`POST /api-key` takes no sub account).
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
         let Some((found, observed)) = found else {
-            if let Some(sub) = &d.sub_account_ref {
-                return Err(format!(
-                    "no key named \"{}\" exists in the sub account of SubAccount \"{sub}\", and the interface cannot create keys inside a sub account; create it through the SubAccount's spec.apiKey or set the {} annotation to an existing key's id",
-                    d.name,
-                    crate::crd::ANNOTATION_EXTERNAL_ID
-                ));
-            }
             let mut steps = vec![create_step(create_request(d))];
             if let Some(want) = &d.permission_type {
                 steps.push(PlannedStep {
@@ -336,8 +331,13 @@ impl ManagedKind for ApiKey {
         Ok(vec![export(d, &detail.key)])
     }
 
+    /// A company key's value from the company's list; a key inside a sub account needs a read
+    /// with that sub account's credential (product design: a value is exported only from the
+    /// create answer or a read with the narrowest credential that owns the object).
     fn item_exports(d: &Desired, item: &ApiKeyListItem) -> Option<Vec<Export>> {
-        Some(vec![export(d, &item.key)])
+        d.sub_account_ref
+            .is_none()
+            .then(|| vec![export(d, &item.key)])
     }
 
     fn account_ref(r: &ApiKey) -> Option<&crate::crd::AccountReference> {
@@ -422,8 +422,8 @@ impl ManagedKind for ApiKey {
         }
     }
 
-    fn sub_account_ref(r: &ApiKey) -> Option<&str> {
-        r.spec.sub_account_ref.as_ref().map(|s| s.name.as_str())
+    fn sub_account_ref(r: &ApiKey) -> Option<&crate::crd::SubAccountReference> {
+        r.spec.sub_account_ref.as_ref()
     }
 
     fn in_sub_account(d: &mut Desired, id: i64) {
@@ -625,15 +625,46 @@ mod tests {
         assert_eq!((o.permission_ids, o.allowed_ips), (None, None));
     }
 
-    /// A key scoped to a sub account is never created (the interface cannot).
+    /// A key inside a sub account is created (the front end calls with the sub account's
+    /// credential), and its value is never taken from the company's list.
     #[test]
-    fn sub_account_key_is_not_created() {
+    fn sub_account_key_is_created_and_not_exported_from_a_list() {
         let mut d = desired();
         d.sub_account_ref = Some("team-a".into());
-        assert!(
-            plan(&d, None)
-                .unwrap_err()
-                .contains("cannot create keys inside a sub account")
-        );
+        d.sub_account_id = Some(7);
+        let p = plan(&d, None).unwrap();
+        assert!(matches!(p.steps[0].request, Call::Create(_)));
+        let item = ApiKeyListItem {
+            sub_account_id: 7,
+            ..list_item()
+        };
+        assert!(<ApiKey as ManagedKind>::item_exports(&d, &item).is_none());
+        d.sub_account_ref = None;
+        assert!(<ApiKey as ManagedKind>::item_exports(&d, &list_item()).is_some());
+    }
+
+    /// A key inside a sub account is found among that sub account's keys only, by id as by
+    /// name: another tenant's key id reaches nothing.
+    #[test]
+    fn sub_account_lookup_stays_inside() {
+        let mut d = desired();
+        d.sub_account_id = Some(7);
+        let theirs = ApiKeyListItem {
+            id: 40,
+            sub_account_id: 8,
+            name: d.name.clone(),
+            ..list_item()
+        };
+        let items = [theirs];
+        let lookup = <ApiKey as ManagedKind>::lookup;
+        assert!(matches!(
+            lookup(&d, Some(40), None, &items),
+            Lookup::ExternalIdNotFound(40)
+        ));
+        assert!(matches!(
+            lookup(&d, None, Some(40), &items),
+            Lookup::Missing
+        ));
+        assert!(matches!(lookup(&d, None, None, &items), Lookup::Missing));
     }
 }

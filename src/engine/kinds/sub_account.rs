@@ -18,6 +18,15 @@ use crate::engine::{
 /// The key of the first key's value in its Secret (the same as an ApiKey's).
 pub use super::api_key::SECRET_KEY;
 
+/// Name of the key the operator creates with a sub account as its own credential there, when
+/// the spec names none (product design, "Accounts and tenancy").
+pub const OPERATOR_KEY_NAME: &str = "mailtarget-operator";
+
+/// The sub account id a front end places an object in while its sub account is still to be
+/// created (the cluster-less `plan`): no object carries it, so lookups find nothing of the
+/// object inside, and a natural key unique at the service that exists elsewhere is reported.
+pub const NOT_CREATED_YET: i64 = -1;
+
 /// Status written by `deletionPolicy: Deactivate` when `spec.deactivatedStatus` is unset.
 pub const DEFAULT_DEACTIVATED_STATUS: &str = "inactive";
 
@@ -32,6 +41,8 @@ pub struct Desired {
     pub ip_pool_id: Option<i64>,
     /// First key to create with the sub account.
     pub initial_key: Option<InitialApiKey>,
+    /// Name of the key the operator calls with inside the sub account ([`credential_key_name`]).
+    pub credential_key: String,
     /// Id from the external-id annotation.
     pub external_id: Option<i64>,
 }
@@ -106,7 +117,7 @@ fn create_step(req: CreateSubAccount) -> PlannedStep<Call> {
         s = s.sends("spec.ipPoolId", v.to_string(), false);
     }
     if let Some(v) = &req.api_key_name {
-        s = s.sends("spec.apiKey.name", v, true);
+        s = s.sends("spec.credentialKeyName", v, true);
     }
     if let Some(v) = &req.permission_type {
         s = s.sends("spec.apiKey.permissionType", v, true);
@@ -144,6 +155,7 @@ impl ManagedKind for SubAccount {
             status: r.spec.status.clone(),
             ip_pool_id: r.spec.ip_pool_id,
             initial_key: r.spec.api_key.clone(),
+            credential_key: credential_key_name(r),
             external_id: validate::external_id(r.metadata.annotations.as_ref())
                 .ok()
                 .flatten(),
@@ -171,6 +183,7 @@ impl ManagedKind for SubAccount {
         lookup::find(
             items,
             |i| i.id,
+            |_| true,
             external_id,
             status_id,
             |i| natural_key::same_ignoring_case(&i.name, &d.name),
@@ -409,14 +422,62 @@ fn create_request(d: &Desired) -> CreateSubAccount {
         ip_pool_id: d.ip_pool_id,
         ..Default::default()
     };
+    // The first key is the operator's credential in the sub account: spec.apiKey's (release
+    // 0.1's application key, with its restrictions), else a key with full permissions and no
+    // address restriction.
+    req.create_api_key = Some(true);
+    req.api_key_name = Some(d.credential_key.clone());
     if let Some(key) = &d.initial_key {
-        req.create_api_key = Some(true);
-        req.api_key_name = initial_key_name(d);
         req.permission_type = key.permission_type.clone();
         req.permission_ids = (!key.permission_ids.is_empty()).then(|| key.permission_ids.clone());
         req.allowed_ips = (!key.allowed_ips.is_empty()).then(|| key.allowed_ips.join(","));
     }
     req
+}
+
+/// The name of the key the operator calls with inside `r`'s sub account:
+/// `spec.credentialKeyName`, else the first key's (`spec.apiKey.name`, else the sub account
+/// name, when `spec.apiKey` is set), else [`OPERATOR_KEY_NAME`].
+pub fn credential_key_name(r: &SubAccount) -> String {
+    if let Some(name) = &r.spec.credential_key_name {
+        return name.clone();
+    }
+    match &r.spec.api_key {
+        Some(key) => key
+            .name
+            .clone()
+            .unwrap_or_else(|| r.service_name().to_string()),
+        None => OPERATOR_KEY_NAME.to_string(),
+    }
+}
+
+/// The key called `name` among the keys of sub account `id` in `keys` (a list of the company's
+/// keys, which carries their values): the operator's credential there.
+///
+/// Errors: for people, when no key or several keys of that name exist in the sub account.
+pub fn credential<'a>(
+    name: &str,
+    id: i64,
+    keys: &'a [crate::api::ApiKeyListItem],
+) -> Result<&'a crate::api::ApiKeyListItem, String> {
+    let found: Vec<_> = keys
+        .iter()
+        .filter(|k| k.sub_account_id == id && natural_key::same_key_name(&k.name, name))
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!(
+            "sub account {id} has no API key named \"{name}\", the operator's credential for the objects inside it; create a key of that name in the sub account, or set spec.credentialKeyName to the name of one of its keys"
+        )),
+        many => Err(format!(
+            "sub account {id} has {} API keys named \"{name}\" (ids {}); the operator's credential must be unique: rename or delete the extra ones, or set spec.credentialKeyName to another key's name",
+            many.len(),
+            many.iter()
+                .map(|k| k.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
 }
 
 /// The name of the first key in the service: `spec.apiKey.name`, else the sub account name.
@@ -466,6 +527,7 @@ mod tests {
             ip_pool_id: Some(2),
             initial_key: None,
             external_id: None,
+            credential_key: OPERATOR_KEY_NAME.into(),
         }
     }
 
@@ -509,7 +571,8 @@ mod tests {
         assert!(plan(&d, Some((found(7), &observed))).steps.is_empty());
     }
 
-    /// A missing sub account is created with its first key.
+    /// A missing sub account is created with its first key, which is then the operator's
+    /// credential there (release 0.1's `spec.apiKey`, with its restrictions).
     #[test]
     fn create_includes_first_key() {
         let mut d = desired_named("team-a");
@@ -518,11 +581,69 @@ mod tests {
             secret_name: "s".into(),
             ..Default::default()
         });
+        d.credential_key = "team-a".into();
         let Call::Create(req) = &plan(&d, None).steps[0].request else {
             panic!("expected create")
         };
         assert_eq!(req.create_api_key, Some(true));
         assert_eq!(req.api_key_name.as_deref(), Some("team-a"));
         assert_eq!(req.allowed_ips.as_deref(), Some("10.0.0.1,10.0.0.2"));
+    }
+
+    /// Without `spec.apiKey`, the sub account is created with the operator's credential: full
+    /// permissions (none listed), no address restriction.
+    #[test]
+    fn create_includes_the_operator_credential() {
+        let d = desired_named("team-a");
+        let Call::Create(req) = &plan(&d, None).steps[0].request else {
+            panic!("expected create")
+        };
+        assert_eq!(req.create_api_key, Some(true));
+        assert_eq!(req.api_key_name.as_deref(), Some(OPERATOR_KEY_NAME));
+        assert_eq!(
+            (&req.permission_ids, &req.permission_type, &req.allowed_ips),
+            (&None, &None, &None)
+        );
+    }
+
+    /// The credential's name: `spec.credentialKeyName`, else `spec.apiKey`'s (its name, else
+    /// the sub account's), else the operator's own key.
+    #[test]
+    fn credential_key_names() {
+        let mut r = SubAccount::new("team-a", Default::default());
+        assert_eq!(credential_key_name(&r), OPERATOR_KEY_NAME);
+        r.spec.api_key = Some(InitialApiKey::default());
+        assert_eq!(credential_key_name(&r), "team-a");
+        r.spec.api_key.as_mut().unwrap().name = Some("first".into());
+        assert_eq!(credential_key_name(&r), "first");
+        r.spec.credential_key_name = Some("ops".into());
+        assert_eq!(credential_key_name(&r), "ops");
+    }
+
+    /// The credential is the one key of its name inside the sub account: not a company key or
+    /// another sub account's key of that name; none or several is an error saying what to do.
+    #[test]
+    fn credential_is_found_inside_its_sub_account_only() {
+        let key = |id, name: &str, sub| crate::api::ApiKeyListItem {
+            id,
+            key: secrecy::SecretString::from(format!("value-{id}")),
+            name: name.into(),
+            permission_type: "full".into(),
+            sub_account_id: sub,
+            sub_account_name: String::new(),
+            created_at: 0,
+        };
+        let keys = [
+            key(1, "ops", 0),
+            key(2, "ops", 8),
+            key(3, "ops", 7),
+            key(4, "app", 7),
+        ];
+        assert_eq!(credential("ops", 7, &keys).unwrap().id, 3);
+        let missing = credential("ops", 9, &keys).unwrap_err();
+        assert!(missing.contains("spec.credentialKeyName"), "{missing}");
+        let twice = [key(3, "ops", 7), key(5, "ops", 7)];
+        let ambiguous = credential("ops", 7, &twice).unwrap_err();
+        assert!(ambiguous.contains("ids 3, 5"), "{ambiguous}");
     }
 }

@@ -40,6 +40,9 @@ pub struct Desired {
     pub dkim_private_key_secret_name: Option<String>,
     /// Id from the external-id annotation.
     pub external_id: Option<i64>,
+    /// Id of the sub account `spec.subAccountRef` names, once the front end resolved it (`None`
+    /// for a domain of the account itself, or not resolved yet).
+    pub sub_account_id: Option<i64>,
 }
 
 /// What the service holds for a sending domain.
@@ -150,6 +153,7 @@ impl ManagedKind for SendingDomain {
             external_id: validate::external_id(r.metadata.annotations.as_ref())
                 .ok()
                 .flatten(),
+            sub_account_id: None,
         })
     }
 
@@ -171,9 +175,12 @@ impl ManagedKind for SendingDomain {
         status_id: Option<i64>,
         items: &'a [SendingDomainListItem],
     ) -> Lookup<'a, SendingDomainListItem> {
+        // A domain inside a sub account is found among that sub account's domains only (a
+        // shared domain of another sub account is readable there, never its own).
         lookup::find(
             items,
             |i| i.id,
+            |i| d.sub_account_id.is_none_or(|id| i.sub_account_id == id),
             external_id,
             status_id,
             |i| natural_key::same_ignoring_case(&i.domain, &d.domain),
@@ -295,6 +302,14 @@ impl ManagedKind for SendingDomain {
                 value: detail.dkim_private_key.clone(),
             })
             .collect())
+    }
+
+    fn sub_account_ref(r: &SendingDomain) -> Option<&crate::crd::SubAccountReference> {
+        r.spec.sub_account_ref.as_ref()
+    }
+
+    fn in_sub_account(d: &mut Desired, id: i64) {
+        d.sub_account_id = Some(id);
     }
 
     fn account_ref(r: &SendingDomain) -> Option<&crate::crd::AccountReference> {
@@ -468,6 +483,7 @@ mod tests {
             shared,
             dkim_private_key_secret_name: None,
             external_id: None,
+            sub_account_id: None,
         }
     }
 
