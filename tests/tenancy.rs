@@ -589,14 +589,12 @@ async fn each_tenant_works_inside_its_own_sub_account() {
         let credential = s.status.unwrap().credential.expect("credential shown");
         assert_eq!(credential.name, "mailtarget-operator");
     }
-    let state = {
-        for team in ["team-a", "team-b"] {
-            ready::<ApiKey>(&env, team, "sender", "True", "Available").await;
-            ready::<ApiKey>(&env, team, "analytics", "True", "Available").await;
-            ready::<SendingDomain>(&env, team, "mail", "True", "Verified").await;
-        }
-        env.sim.snapshot()
-    };
+    for team in ["team-a", "team-b"] {
+        ready::<ApiKey>(&env, team, "sender", "True", "Available").await;
+        ready::<ApiKey>(&env, team, "analytics", "True", "Available").await;
+        ready::<SendingDomain>(&env, team, "mail", "True", "Verified").await;
+    }
+    let state = env.sim.snapshot();
     for team in ["a", "b"] {
         let sub = (state.sub_accounts.iter())
             .find(|s| s.name == format!("tenant-{team}"))
@@ -673,5 +671,94 @@ async fn each_tenant_works_inside_its_own_sub_account() {
             "no Secret {name}"
         );
     }
+    env.stop().await;
+}
+
+/// The operator's credential inside a sub account is no tenant's: an ApiKey placed there that
+/// names it (by name or by external-id) is `Stalled/CredentialReserved` with no write and no
+/// Secret. A credential deleted at the service shows as `CredentialMissing` on its SubAccount
+/// at its next resync and on a resource placed inside afterwards (no write), and deleting an
+/// object placed inside then goes through the company key: the key is deleted at the service
+/// and the resource is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_credential_is_reserved_and_its_loss_is_shown() {
+    // A short resync: the loss is seen at the next one (the cached key list is that old).
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    for ns in ["platform", "team-a"] {
+        namespace(&env, ns, &[]).await;
+    }
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
+    create(
+        &subs,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: tenant-a, namespace: platform}\nspec:\n  allowedNamespaces: {matchLabels: {kubernetes.io/metadata.name: team-a}}\n",
+    )
+    .await;
+    let sub: SubAccount = ready(&env, "platform", "tenant-a", "True", "Available").await;
+    let credential = sub.status.unwrap().credential.expect("credential shown");
+    let inside = "  subAccountRef: {name: tenant-a, namespace: platform}\n";
+    api_key(&env, "team-a", "app", inside).await;
+    key_ready(&env, "team-a", "app", "True", "Available").await;
+    let app = (env.sim.snapshot().api_keys.into_iter())
+        .find(|k| k.name == "app")
+        .unwrap()
+        .id;
+
+    env.sim.clear_request_log();
+    api_key(
+        &env,
+        "team-a",
+        "grab",
+        &format!("  name: mailtarget-operator\n{inside}"),
+    )
+    .await;
+    key_ready(&env, "team-a", "grab", "False", "CredentialReserved").await;
+    let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), "team-a");
+    create(
+        &keys,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: by-id\n  namespace: team-a\n  annotations: {{mailtarget.co/external-id: \"{}\", mailtarget.co/adoption-policy: Adopt}}\nspec:\n  secretName: by-id-key\n{inside}",
+            credential.id
+        ),
+    )
+    .await;
+    key_ready(&env, "team-a", "by-id", "False", "CredentialReserved").await;
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "{:?}",
+        service_writes(&env.sim)
+    );
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
+    for name in ["grab-key", "by-id-key"] {
+        assert!(
+            secrets.get_opt(name).await.unwrap().is_none(),
+            "no Secret {name}"
+        );
+    }
+
+    // The credential is deleted at the service: seen at the SubAccount's next resync.
+    assert!(env.api.delete_api_key(credential.id).await.unwrap());
+    ready::<SubAccount>(&env, "platform", "tenant-a", "False", "CredentialMissing").await;
+    env.sim.clear_request_log();
+    api_key(&env, "team-a", "late", inside).await;
+    let missing = key_ready(&env, "team-a", "late", "False", "CredentialMissing").await;
+    assert!(ready_message(&missing).contains("mailtarget-operator"));
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "{:?}",
+        service_writes(&env.sim)
+    );
+
+    // Deleting the key placed inside goes through the company key.
+    let uid = keys.get("app").await.unwrap().metadata.uid.unwrap();
+    keys.delete("app", &Default::default()).await.unwrap();
+    common::wait_deleted(&keys, "app", &uid).await;
+    assert!(
+        env.sim.snapshot().api_keys.iter().all(|k| k.id != app),
+        "the key deleted at the service"
+    );
     env.stop().await;
 }

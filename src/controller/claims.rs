@@ -155,10 +155,18 @@ fn account_of<K: Claimant>(obj: &K) -> super::accounts::AccountName {
 }
 
 /// The SubAccount (namespace, name) whose sub account `obj` is placed in, `None` for the account
-/// itself: resources placed apart reach different objects, so they never claim the same one.
+/// itself.
 fn placement_of<K: Claimant>(obj: &K) -> Option<(String, String)> {
     let own = obj.meta().namespace.as_deref().unwrap_or_default();
     K::sub_account_ref(obj).map(|r| (r.namespace_or(own).to_string(), r.name.clone()))
+}
+
+/// True when two resources are placed inside two different SubAccounts' sub accounts: each
+/// looks only inside its own, so their claims (an external id, a name) never reach one object.
+/// A resource of the account itself reaches every sub account's objects, so it is compared
+/// with all.
+fn placed_apart(a: &Option<(String, String)>, b: &Option<(String, String)>) -> bool {
+    matches!((a, b), (Some(a), Some(b)) if a != b)
 }
 
 /// The precedence of a resource (smaller goes first); `contested` is the id in dispute, if any.
@@ -177,9 +185,8 @@ fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, St
 
 /// Among `others`, the resource that owns what `obj` claims, when it is not `obj`.
 ///
-/// Rivals are the resources managed through the same account and placed in the same sub account
-/// (or both in the account itself) with the same claim (external-id annotation, else natural
-/// key)
+/// Rivals are the resources managed through the same account, not placed inside two different
+/// sub accounts, with the same claim (external-id annotation, else natural key)
 /// unless both record different ids (each already manages its own object), and, when `id` is
 /// given, those recording `id` in `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
 /// before `obj`. `ObserveOnly` resources are neither owners nor rivals.
@@ -220,7 +227,7 @@ fn owner_among<K: Claimant>(
             }
         })
         .filter(|o| account_of(o.as_ref()) == my_account)
-        .filter(|o| placement_of(o.as_ref()) == my_placement)
+        .filter(|o| !by_claim || !placed_apart(&my_placement, &placement_of(o.as_ref())))
         .filter(|o| rank(o.as_ref(), id) < my_rank)
         .filter(|o| eligible(o.as_ref()))
         .min_by(|a, b| rank(a.as_ref(), id).cmp(&rank(b.as_ref(), id)))
@@ -361,6 +368,32 @@ mod tests {
         );
         assert!(preceding_owner(a.as_ref(), Some(9), all.clone()).is_none());
         assert!(preceding_owner(b.as_ref(), Some(10), all).is_none());
+    }
+
+    /// One external id claimed from inside two different sub accounts is no conflict (each
+    /// looks only inside its own); from the account itself and from inside a sub account it
+    /// is, and so is a found id another resource records, wherever it is placed.
+    #[test]
+    fn placement_and_claims() {
+        let placed = |name: &str, created: i64, sub: Option<&str>, recorded: Option<i64>| {
+            let mut k = (*key(name, name, created, recorded)).clone();
+            k.metadata.annotations =
+                Some([(ANNOTATION_EXTERNAL_ID.to_string(), "5".to_string())].into());
+            k.spec.sub_account_ref = sub.map(|s| crate::crd::SubAccountReference {
+                name: s.into(),
+                namespace: None,
+            });
+            Arc::new(k)
+        };
+        let a = placed("a", 100, Some("s1"), None);
+        let b = placed("b", 200, Some("s2"), None);
+        let top = placed("c", 200, None, None);
+        assert!(preceding_owner(b.as_ref(), None, vec![a.clone(), b.clone()]).is_none());
+        let owner = preceding_owner(top.as_ref(), None, vec![a.clone(), top.clone()]);
+        assert_eq!(owner.map(|o| o.name_any()), Some("a".into()));
+        let holder = placed("h", 300, Some("s1"), Some(9));
+        let owner = preceding_owner(b.as_ref(), Some(9), vec![holder, b.clone()]);
+        assert_eq!(owner.map(|o| o.name_any()), Some("h".into()));
     }
 
     /// What counts as the same claim, kind by kind: the external-id annotation wins over the

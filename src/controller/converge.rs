@@ -19,7 +19,7 @@ use super::error::{Error, Result};
 use super::find::{Query, find_managed};
 use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
-use super::placement::{Placement, place};
+use super::placement::{Placement, REASON_CREDENTIAL_RESERVED, place, refuse_credential};
 use super::revision::Revision;
 use super::secrets::{self, Integrity, SecretError, SecretWrite};
 use super::status::Outcome;
@@ -51,15 +51,16 @@ pub async fn converge<K: Managed>(
     // The operator's default adoption policy applies where the account lets the namespace adopt.
     let adoption = identity::adoption_policy(ctx, obj).filter(|_| usage.may_adopt);
     let placement = place(obj, ctx, old, &usage).await?;
-    let (by_name_is_own, api) = match &placement {
-        Placement::Account => (false, service.client()),
+    let (by_name_is_own, api, reserved) = match &placement {
+        Placement::Account => (false, service.client(), None),
         Placement::SubAccount {
             id,
             managed,
             client,
+            reserved,
         } => {
             K::in_sub_account(&mut desired, *id);
-            (*managed, client)
+            (*managed, client, reserved.as_ref())
         }
         Placement::Waiting(reason, message) => {
             let outcome = Outcome::Progressing {
@@ -78,7 +79,15 @@ pub async fn converge<K: Managed>(
         adoption,
         pending_is_ours: identity::pending_is_ours(ctx, obj),
     };
+    let refused = |found| refuse_credential::<K>(reserved, K::natural_key(&desired), found);
+    let refuse = |message| Failure::blocked(REASON_CREDENTIAL_RESERVED, message, old);
+    if let Some(message) = refused(super::claims::external_id(obj)) {
+        return Err(refuse(message));
+    }
     let found = find_managed(ctx, service, api, obj, old, &desired, query).await?;
+    if let Some(message) = refused(found.as_ref().map(|(_, how)| how.id)) {
+        return Err(refuse(message));
+    }
     let item = found.as_ref().map(|(item, _)| item);
     let key = object_uid(obj);
     // Fields only a read returns, when the plan compares them: read when the status does not
@@ -238,11 +247,13 @@ pub async fn converge<K: Managed>(
     // The kind's projection ends the pacing once the object is ready.
     let mut summary = K::summary(&plan.desired, &status);
     let mut routine = !summary.ready;
-    // What an ObserveOnly resource offers is not its to keep: checked under Full only.
-    if summary.ready
-        && may_write
-        && let Err(message) = obj.check_offers(service, &mut status).await
-    {
+    // What an ObserveOnly resource offers is recorded, but not its to keep.
+    let offers = match summary.ready {
+        true => obj.check_offers(service, &mut status).await,
+        false => Ok(Ok(())),
+    };
+    let offers = offers.map_err(|e| Failure::api(e, "listing API keys", &status))?;
+    if let (Err(message), true) = (offers, may_write) {
         summary = Summary {
             ready: false,
             reason: super::managed::REASON_CREDENTIAL_MISSING,
@@ -522,8 +533,12 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
         (Some(id), _) => Some(id),
         // The pending marker is ours (checked above).
         (None, Ok(mut desired)) => {
-            if let Some(sub) = sub_account {
-                K::in_sub_account(&mut desired, sub);
+            // Placed inside a sub account whose id is unknown now: nothing can be told apart
+            // from another sub account's object of the same name, so nothing is looked for.
+            match (K::sub_account_ref(obj), sub_account) {
+                (Some(_), None) => return Ok(Action::await_change()),
+                (_, Some(sub)) => K::in_sub_account(&mut desired, sub),
+                (None, None) => {}
             }
             let found = driver::find_created::<K>(&client, &desired)
                 .await

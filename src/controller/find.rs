@@ -44,7 +44,7 @@ const CREATION_MARGIN: Duration = Duration::from_secs(2);
 /// [`CREATION_MARGIN`]): any object created at the service before the resource was applied is
 /// in it, and resources applied together share one read. Otherwise (a create may have
 /// happened, or the recorded object is missing), a list read after this reconcile began.
-fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant {
+pub(super) fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant {
     let now = Instant::now();
     let created = obj.meta().creation_timestamp.as_ref();
     match (recorded, created) {

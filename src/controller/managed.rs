@@ -186,14 +186,19 @@ pub trait Managed:
     + 'static
 {
     /// What the resource's object offers other resources, checked once it is in sync against
-    /// the account's cached lists (`service`) and recorded in `status`: `Err(message)` keeps
-    /// the resource from `Ready` (reason [`REASON_CREDENTIAL_MISSING`]). Nothing for most kinds.
+    /// the account's cached lists (`service`) and recorded in `status`: `Ok(Err(message))`
+    /// when it lacks what it promises, which keeps a resource that writes from `Ready` (reason
+    /// [`REASON_CREDENTIAL_MISSING`]). Nothing for most kinds.
+    ///
+    /// Errors: a list call's.
     fn check_offers(
         &self,
         _service: &super::cache::AccountCache,
         _status: &mut Self::Status,
-    ) -> impl std::future::Future<Output = std::result::Result<(), String>> + Send {
-        async { Ok(()) }
+    ) -> impl std::future::Future<
+        Output = std::result::Result<std::result::Result<(), String>, ApiError>,
+    > + Send {
+        async { Ok(Ok(())) }
     }
 }
 
@@ -206,22 +211,29 @@ pub const REASON_CREDENTIAL_MISSING: &str = "CredentialMissing";
 /// among the sub account's keys. Checked at every resync, so a credential deleted at the
 /// service shows here, not only on the objects inside.
 impl Managed for crate::crd::SubAccount {
+    /// Missing is an error when the SubAccount promises a credential: it names one
+    /// (`spec.credentialKeyName`, `spec.apiKey`) or one was found before (deleted since). A
+    /// SubAccount of release 0.1 made without a key has none to promise: it stays `Ready`, and
+    /// only a resource placed inside it says what is missing.
     async fn check_offers(
         &self,
         service: &super::cache::AccountCache,
         status: &mut crate::crd::SubAccountStatus,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<std::result::Result<(), String>, ApiError> {
         let Some(id) = status.id else {
-            return Ok(());
+            return Ok(Ok(()));
         };
+        let promised = status.credential.is_some()
+            || self.spec.credential_key_name.is_some()
+            || self.spec.api_key.is_some();
         let found = super::placement::find_credential(service, self, id)
-            .await
-            .map_err(|e| {
-                format!("listing API keys to find the sub account's credential failed: {e}")
-            })?
+            .await?
             .map(|k| crate::crd::subaccount::NamedId::new(k.id, &k.name));
         status.credential = found.as_ref().ok().cloned();
-        found.map(|_| ())
+        Ok(match found {
+            Err(message) if promised => Err(message),
+            _ => Ok(()),
+        })
     }
 }
 impl Managed for crate::crd::ApiKey {}

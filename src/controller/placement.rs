@@ -38,6 +38,13 @@ pub enum Placement {
         managed: bool,
         /// The account's client calling as the sub account's credential.
         client: Client,
+        /// The credential key (id and name) when the resource may not manage it: always, except
+        /// for a resource of the SubAccount's own namespace when the SubAccount names its
+        /// credential (`spec.credentialKeyName`, or release 0.1's `spec.apiKey`): whoever may
+        /// change that SubAccount chose the key already. Otherwise a tenant could take the
+        /// operator's full-permission key by naming it, or cut every other namespace off by
+        /// changing or deleting it.
+        reserved: Option<(i64, String)>,
     },
     /// Not known yet (the SubAccount does not exist or has no id): reason and message of the
     /// wait.
@@ -76,6 +83,8 @@ pub async fn referenced(
 /// `InvalidSpec` (the SubAccount is managed through another account), `CredentialMissing` (the
 /// sub account has no usable key of its credential's name, see
 /// [`sub_account::credential`]); the Kubernetes read's or the key list's failure.
+/// `CredentialReserved` is decided by the caller, once it knows what the resource names
+/// ([`refuse_credential`]).
 pub async fn place<K: Managed>(
     obj: &K,
     ctx: &Context,
@@ -141,16 +150,20 @@ pub async fn place<K: Managed>(
             format!("{shown} has no sub account id yet; waiting for it"),
         ));
     };
-    let client = credential_client(usage, &sub, id)
+    let key = find_credential(&usage.service, &sub, id)
         .await
-        .map_err(|e| match e {
-            CredentialError::Api(e) => Failure::api(e, "listing API keys", old),
-            CredentialError::Missing(message) => Failure::blocked(
+        .map_err(|e| Failure::api(e, "listing API keys", old))?
+        .map_err(|message| {
+            Failure::blocked(
                 super::managed::REASON_CREDENTIAL_MISSING,
                 format!("{shown}: {message}"),
                 old,
-            ),
+            )
         })?;
+    let named = sub.spec.api_key.is_some() || sub.spec.credential_key_name.is_some();
+    let reserved = (!named || namespace != own).then_some((key.id, key.name));
+    let client = (usage.service.client().calling_as(key.key))
+        .map_err(|e| Failure::api(e, "calling as the sub account", old))?;
     // Objects inside it are this namespace's own only while the SubAccount owns it (not
     // observed, not paused with an observed id under Full).
     let managed = sub.writes() && !is_paused(sub.as_ref()) && sub.recorded_id() == Some(id);
@@ -158,41 +171,22 @@ pub async fn place<K: Managed>(
         id,
         managed,
         client,
+        reserved,
     })
 }
 
-/// Why a sub account's credential is not available.
-pub enum CredentialError {
-    /// The company key list could not be read.
-    Api(crate::api::ApiError),
-    /// No usable key (for people).
-    Missing(String),
-}
-
-/// The account's client calling as the credential of `sub`'s sub account `id`.
-///
-/// Errors: the list call's, or why no key serves.
-pub async fn credential_client(
-    usage: &Usage,
-    sub: &SubAccount,
-    id: i64,
-) -> Result<Client, CredentialError> {
-    let key = find_credential(&usage.service, sub, id)
-        .await
-        .map_err(CredentialError::Api)?
-        .map_err(CredentialError::Missing)?;
-    usage
-        .service
-        .client()
-        .calling_as(key.key)
-        .map_err(CredentialError::Api)
+/// The account's client calling as the credential of `sub`'s sub account `id`, `None` when there
+/// is none to be had (the list failed, no usable key).
+async fn credential_client(usage: &Usage, sub: &SubAccount, id: i64) -> Option<Client> {
+    let key = find_credential(&usage.service, sub, id).await.ok()?.ok()?;
+    usage.service.client().calling_as(key.key).ok()
 }
 
 /// The credential key of `sub`'s sub account `id` ([`sub_account::credential`]) in the account's
 /// cached list of keys, which carries their values. A key missing from the cached list is looked
-/// for once more in a list fetched after this call began (shared with other readers, see
-/// [`super::cache::CachedList::doubt`]): a key created at the service since the list was cached
-/// (a sub account adopted with its first key) is found at once.
+/// for once more in a list fetched after the SubAccount was applied (shared with other readers,
+/// see [`super::cache::CachedList::doubt`]): a key created at the service before that (a sub
+/// account adopted with its first key) is found at once; one created later, at the next list.
 ///
 /// Errors: the list call's; inside, for people, why no key serves.
 pub async fn find_credential(
@@ -200,12 +194,12 @@ pub async fn find_credential(
     sub: &SubAccount,
     id: i64,
 ) -> Result<Result<crate::api::ApiKeyListItem, String>, crate::api::ApiError> {
-    let began = std::time::Instant::now();
+    let since = super::find::newer_than(sub, None);
     let name = sub_account::credential_key_name(sub);
     let find =
         |items: &[crate::api::ApiKeyListItem]| sub_account::credential(&name, id, items).cloned();
     let keys = service.fresh::<ApiKey>().await?;
-    let keys = if keys.doubt(began, |items| find(items).is_err()) {
+    let keys = if keys.doubt(since, |items| find(items).is_err()) {
         service.fresh::<ApiKey>().await?
     } else {
         keys
@@ -217,28 +211,45 @@ pub async fn find_credential(
 /// be had, else the account's own key, which reaches the objects of all its sub accounts
 /// (product design: the cleanup of objects inside a sub account falls back to the company
 /// credential, so that deleting a namespace with its SubAccount leaves no finalizer stuck).
-/// The cleanup acts on the object the resource owns, never one found elsewhere.
+/// The sub account's id is `None` when `obj` is not placed in one, or its SubAccount is gone or
+/// has no id. The cleanup acts on the object the resource owns, never one found elsewhere.
 pub async fn for_cleanup<K: Managed>(
     obj: &K,
     ctx: &Context,
     usage: &Usage,
 ) -> (Client, Option<i64>) {
-    let status = K::status(obj);
-    match place(obj, ctx, &status, usage).await {
-        Ok(Placement::SubAccount { id, client, .. }) => (client, Some(id)),
-        _ => {
-            let id = match K::sub_account_ref(obj) {
-                Some(reference) => {
-                    let own = obj.namespace().unwrap_or_default();
-                    referenced(ctx, reference, &own)
-                        .await
-                        .ok()
-                        .flatten()
-                        .and_then(|s| s.status.as_ref()?.id)
-                }
-                None => None,
-            };
-            (usage.service.client().clone(), id)
-        }
+    let company = usage.service.client().clone();
+    let Some(reference) = K::sub_account_ref(obj) else {
+        return (company, None);
+    };
+    let own = obj.namespace().unwrap_or_default();
+    let sub = referenced(ctx, reference, &own).await.ok().flatten();
+    let Some((sub, id)) = sub.and_then(|s| s.status.as_ref()?.id.map(|id| (s, id))) else {
+        return (company, None);
+    };
+    match credential_client(usage, &sub, id).await {
+        Some(client) => (client, Some(id)),
+        None => (company, Some(id)),
     }
+}
+
+/// Reason of a resource that names the operator's credential inside its sub account.
+pub const REASON_CREDENTIAL_RESERVED: &str = "CredentialReserved";
+
+/// Why `obj` may not manage the API key it names by `name` or found as `found`, when that key
+/// is the reserved credential of its sub account (`reserved`, see [`Placement::SubAccount`]).
+/// Only API keys can be a credential; other kinds are never refused.
+pub fn refuse_credential<K: Managed>(
+    reserved: Option<&(i64, String)>,
+    name: &str,
+    found: Option<i64>,
+) -> Option<String> {
+    let (id, credential) = reserved.filter(|_| K::API_KEY)?;
+    let named = crate::engine::natural_key::same_key_name(name, credential);
+    (named || found == Some(*id)).then(|| {
+        format!(
+            "API key {id} \"{credential}\" is the operator's credential in this sub account and no resource may manage it; nothing is called. Give this key another name (or remove the {} annotation)",
+            crate::crd::ANNOTATION_EXTERNAL_ID
+        )
+    })
 }

@@ -243,6 +243,8 @@ pub trait ManagedKind: 'static {
     /// `spec.accountRef`: the account the resource is managed through (`None`: ClusterAccount
     /// `default`).
     fn account_ref(r: &Self::Resource) -> Option<&crate::crd::AccountReference>;
+    /// True for the kind whose objects are API keys (a sub account's credential is one).
+    const API_KEY: bool = false;
     /// True for a kind created and changed with a company key only (a SubAccount: a sub account
     /// key acts within its own sub account, product design decision "Scope of a key").
     const NEEDS_COMPANY_KEY: bool = false;

@@ -153,6 +153,7 @@ impl ManagedKind for ApiKey {
     const NOUN: &'static str = "API key";
     /// Key names are not unique at the service (the interface document, section "API keys").
     const NATURAL_KEY_UNIQUE: bool = false;
+    const API_KEY: bool = true;
 
     fn desired(r: &ApiKey) -> Result<Desired, Vec<Problem>> {
         let problems = validate::api_key(r);

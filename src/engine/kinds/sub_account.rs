@@ -380,6 +380,9 @@ impl ManagedKind for SubAccount {
         };
         status.conditions = old.conditions.clone();
         status.observed_generation = old.observed_generation;
+        // The credential is found by the front end, not shown by the object: kept while the
+        // object is the same one.
+        status.credential = old.credential.clone().filter(|_| old.id == status.id);
         status
     }
 
@@ -480,11 +483,10 @@ pub fn credential<'a>(
     }
 }
 
-/// The name of the first key in the service: `spec.apiKey.name`, else the sub account name.
+/// The name of the first key in the service, when the spec asks for one (`spec.apiKey`): the
+/// credential's, which validation keeps equal to `spec.apiKey.name`, else the sub account name.
 pub fn initial_key_name(d: &Desired) -> Option<String> {
-    d.initial_key
-        .as_ref()
-        .map(|k| k.name.clone().unwrap_or_else(|| d.name.clone()))
+    d.initial_key.as_ref().map(|_| d.credential_key.clone())
 }
 
 #[cfg(test)]
