@@ -96,29 +96,7 @@ async fn examples_with_kubectl_and_the_binary() {
         cluster.kubectl(["apply", "-f", &format!("{ROOT}/crds/")]),
         "apply crds",
     );
-    let operator = Process(
-        Command::new(BIN)
-            .args([
-                "run",
-                "--namespace",
-                &ns,
-                "--metrics-addr",
-                "127.0.0.1:0",
-                "--verify-first-interval",
-                "200ms",
-                "--verify-max-interval",
-                "1s",
-            ])
-            .env("KUBECONFIG", cluster.kubeconfig_path())
-            .env("MAILTARGET_API_KEY", KEY)
-            .env("MAILTARGET_API_URL", &url)
-            .env("MAILTARGET_TRANSMISSION_URL", format!("{url}/v1"))
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("operator starts"),
-    );
+    let operator = start_operator(&cluster, &url, &[&ns]);
 
     ok(
         cluster.kubectl(["apply", "-f", &format!("{ROOT}/examples/")]),
@@ -289,7 +267,7 @@ async fn examples_with_kubectl_and_the_binary() {
 /// `kubectl apply -f examples/tenants/` (Namespaces, the platform's SubAccounts, each team's
 /// domain and keys inside its sub account), `kubectl wait --for=condition=Ready` on every
 /// object, the service's state checked (each team's objects inside its own sub account), then
-/// `kubectl delete -f examples/tenants/`, which deletes the namespaces with everything in them:
+/// `kubectl delete` of the SubAccounts before the objects inside them, then of the namespaces:
 /// nothing is left stuck.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_with_kubectl() {
@@ -303,29 +281,7 @@ async fn tenants_with_kubectl() {
         cluster.kubectl(["apply", "-f", &format!("{ROOT}/crds/")]),
         "apply crds",
     );
-    let mut args = vec!["run", "--metrics-addr", "127.0.0.1:0"];
-    for ns in ["platform", "team-a", "team-b"] {
-        args.extend(["--namespace", ns]);
-    }
-    args.extend([
-        "--verify-first-interval",
-        "200ms",
-        "--verify-max-interval",
-        "1s",
-    ]);
-    let operator = Process(
-        Command::new(BIN)
-            .args(&args)
-            .env("KUBECONFIG", cluster.kubeconfig_path())
-            .env("MAILTARGET_API_KEY", KEY)
-            .env("MAILTARGET_API_URL", &url)
-            .env("MAILTARGET_TRANSMISSION_URL", format!("{url}/v1"))
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("operator starts"),
-    );
+    let operator = start_operator(&cluster, &url, &["platform", "team-a", "team-b"]);
     // The helper passes the test's namespace with -n, so each file goes with its own.
     let files = [
         ("platform", "00-namespaces.yaml"),
@@ -395,15 +351,52 @@ async fn tenants_with_kubectl() {
     }
     assert_eq!(keys.len(), 6, "nothing outside the sub accounts");
 
-    // Objects before their namespaces (kubectl deletes a file's objects in order).
-    tenants("delete", &mut files.iter().rev());
+    // The SubAccounts first, then the teams' objects (whose cleanup then goes through the
+    // company key), then the namespaces: nothing is left stuck.
+    let order = [files[1], files[2], files[3], files[0]];
+    tenants("delete", &mut order.iter());
     let domains = api
         .list_all_sending_domains(&ListSendingDomainsQuery::default())
         .await
         .unwrap();
     assert!(domains.is_empty(), "the domains deleted: {domains:?}");
+    let keys = api
+        .list_all_api_keys(&ListApiKeysQuery::default())
+        .await
+        .unwrap();
+    let left: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(
+        left,
+        ["mailtarget-operator", "mailtarget-operator"],
+        "the teams' keys deleted; the sub accounts (deactivated) keep the operator's credentials"
+    );
     drop(operator);
     cluster.cleanup().await;
+}
+
+/// Starts `mailtarget-operator run` watching `namespaces`, on the simulator at `url`, with a
+/// quick `verify-txt` schedule.
+fn start_operator(cluster: &TestCluster, url: &str, namespaces: &[&str]) -> Process {
+    let mut command = Command::new(BIN);
+    command.args(["run", "--metrics-addr", "127.0.0.1:0"]);
+    for ns in namespaces {
+        command.args(["--namespace", ns]);
+    }
+    command
+        .args([
+            "--verify-first-interval",
+            "200ms",
+            "--verify-max-interval",
+            "1s",
+        ])
+        .env("KUBECONFIG", cluster.kubeconfig_path())
+        .env("MAILTARGET_API_KEY", KEY)
+        .env("MAILTARGET_API_URL", url)
+        .env("MAILTARGET_TRANSMISSION_URL", format!("{url}/v1"))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    Process(command.spawn().expect("operator starts"))
 }
 
 /// A free local port (bound, then released for the operator to take).

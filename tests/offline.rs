@@ -218,11 +218,7 @@ async fn binary_apply_output_and_secrets_dir() {
         &[
             "apply",
             "-f",
-            single_account_examples()
-                .path()
-                .to_path_buf()
-                .to_str()
-                .unwrap(),
+            single_account_examples().path().to_str().unwrap(),
             "--secrets-dir",
             dir.path().to_str().unwrap(),
         ],
@@ -263,11 +259,7 @@ async fn binary_apply_output_and_secrets_dir() {
         &[
             "plan",
             "-f",
-            single_account_examples()
-                .path()
-                .to_path_buf()
-                .to_str()
-                .unwrap(),
+            single_account_examples().path().to_str().unwrap(),
             "-o",
             "json",
         ],
@@ -288,11 +280,7 @@ async fn simulate_flag_and_missing_key() {
         &[
             "plan",
             "-f",
-            single_account_examples()
-                .path()
-                .to_path_buf()
-                .to_str()
-                .unwrap(),
+            single_account_examples().path().to_str().unwrap(),
             "--simulate",
         ],
         None,
@@ -307,11 +295,7 @@ async fn simulate_flag_and_missing_key() {
         &[
             "plan",
             "-f",
-            single_account_examples()
-                .path()
-                .to_path_buf()
-                .to_str()
-                .unwrap(),
+            single_account_examples().path().to_str().unwrap(),
         ],
         None,
     )

@@ -37,8 +37,8 @@ pub enum Lookup<'a, T> {
     ExternalIdNotFound(i64),
     /// No object of the resource's scope (its sub account) matches, but the natural key, unique
     /// at the service, is taken outside it: the object can be neither adopted nor created
-    /// there. Holds the ids.
-    OutsideScope(Vec<i64>),
+    /// there.
+    OutsideScope,
 }
 
 impl<T> Lookup<'_, T> {
@@ -66,7 +66,7 @@ impl<T> Lookup<'_, T> {
                     "the {annotation} annotation names {noun} {id}, which does not exist where this resource may look"
                 ),
             )),
-            Lookup::OutsideScope(_) => Some((
+            Lookup::OutsideScope => Some((
                 "AlreadyExists",
                 format!(
                     "a {noun} \"{key}\" exists outside the sub account this resource is placed in; it can be neither adopted nor created there"
@@ -118,14 +118,8 @@ pub fn find<'a, T>(
     }
     let matches: Vec<&T> = scoped().filter(|i| natural(i)).collect();
     match matches.as_slice() {
-        [] => {
-            let elsewhere: Vec<i64> = items.iter().filter(|i| natural(i)).map(&id_of).collect();
-            if elsewhere.is_empty() {
-                Lookup::Missing
-            } else {
-                Lookup::OutsideScope(elsewhere)
-            }
-        }
+        [] if items.iter().any(|i| !in_scope(i) && natural(i)) => Lookup::OutsideScope,
+        [] => Lookup::Missing,
         [one] => Lookup::Found(
             one,
             Found {
@@ -167,7 +161,7 @@ mod tests {
             )
         ));
         let only_one = |name: &str| find(ITEMS, |i| i.0, |i| i.0 == 1, None, None, |i| i.1 == name);
-        assert_eq!(only_one("b"), Lookup::OutsideScope(vec![2, 3]));
+        assert_eq!(only_one("b"), Lookup::OutsideScope);
     }
 
     /// The lookup order is external id, status id, natural key; ambiguity adopts nothing.
