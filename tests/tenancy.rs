@@ -454,6 +454,9 @@ async fn deletion_goes_through_the_named_account_and_waits_for_it() {
         .await
         .unwrap();
     common::wait_deleted(&accounts, "billing", made.metadata.uid.as_deref().unwrap()).await;
+    // The operator has seen the account go (its watch may lag the API server's answer): the
+    // key, reconciled as a dependent of the account, says so before its deletion starts.
+    key_ready(&env, "default", "gone", "False", "AccountNotReady").await;
     let keys: Api<ApiKey> = env.api();
     keys.delete("gone", &Default::default()).await.unwrap();
     let waiting = key_ready(&env, "default", "gone", "False", "AccountNotReady").await;
