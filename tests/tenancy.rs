@@ -765,3 +765,106 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
     );
     env.stop().await;
 }
+
+/// A 401 with one sub account's credential stops that sub account only (product design: a
+/// 401 with a sub account credential is a condition on that SubAccount and the objects inside
+/// it, never on the company account). The service refuses tenant a's credential (its allowed IPs
+/// exclude the operator; the key is still listed): a change to team a's key is
+/// `Stalled/CredentialRefused` naming the SubAccount, which shows `CredentialRefused` at its
+/// next resync, while the same change to team b's key converges. Once the credential is
+/// accepted again, both come back and team a's change lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_on_one_sub_account_leaves_the_others_converging() {
+    // A short resync: the SubAccount checks a refused credential at its next reconcile.
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    for ns in ["platform", "team-a", "team-b"] {
+        namespace(&env, ns, &[]).await;
+    }
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
+    let mut credentials = Vec::new();
+    for team in ["a", "b"] {
+        create(
+            &subs,
+            &format!(
+                "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: tenant-{team}, namespace: platform}}\nspec:\n  allowedNamespaces: {{matchLabels: {{kubernetes.io/metadata.name: team-{team}}}}}\n"
+            ),
+        )
+        .await;
+        let sub: SubAccount = ready(
+            &env,
+            "platform",
+            &format!("tenant-{team}"),
+            "True",
+            "Available",
+        )
+        .await;
+        credentials.push(sub.status.unwrap().credential.expect("credential shown").id);
+        let inside = format!(
+            "  name: app-{team}\n  subAccountRef: {{name: tenant-{team}, namespace: platform}}\n"
+        );
+        api_key(&env, &format!("team-{team}"), "app", &inside).await;
+        key_ready(&env, &format!("team-{team}"), "app", "True", "Available").await;
+    }
+    let permission_type = |name: &str| {
+        (env.sim.snapshot().api_keys.into_iter())
+            .find(|k| k.name == name)
+            .map(|k| k.permission_type)
+    };
+
+    // Tenant a's credential is refused from the operator's address.
+    let restrict = |allowed: &str| mailtarget_operator::api::UpdateApiKey {
+        allowed_ip: Some(allowed.into()),
+        ..Default::default()
+    };
+    env.api
+        .update_api_key(credentials[0], &restrict("192.0.2.1"))
+        .await
+        .unwrap();
+    let change = serde_json::json!({"spec": {"permissionType": "sending"}});
+    for team in ["a", "b"] {
+        let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), &format!("team-{team}"));
+        keys.patch("app", &PatchParams::default(), &Patch::Merge(&change))
+            .await
+            .unwrap();
+    }
+    wait_for(
+        &Api::<ApiKey>::namespaced(env.kube.clone(), "team-b"),
+        "app",
+        "Ready with the change",
+        |k: &ApiKey| {
+            k.status.as_ref().is_some_and(|s| {
+                ready_is(k, &s.conditions, "True", Some("Available"))
+                    && s.permission_type.as_deref() == Some("sending")
+            })
+        },
+    )
+    .await;
+    assert_eq!(permission_type("app-b").as_deref(), Some("sending"));
+    let refused = key_ready(&env, "team-a", "app", "False", "CredentialRefused").await;
+    let message = ready_message(&refused);
+    assert!(
+        message.contains("SubAccount \"platform/tenant-a\""),
+        "{message}"
+    );
+    assert!(message.contains(&credentials[0].to_string()), "{message}");
+    assert_ne!(permission_type("app-a").as_deref(), Some("sending"));
+    let sub: SubAccount = ready(&env, "platform", "tenant-a", "False", "CredentialRefused").await;
+    assert!(sub.status.unwrap().credential.is_some(), "still listed");
+    let other: SubAccount = subs.get("tenant-b").await.unwrap();
+    let s = other.status.as_ref().unwrap();
+    assert!(ready_is(&other, &s.conditions, "True", Some("Available")));
+
+    // Accepted again: the SubAccount is Ready and team a's change lands.
+    env.api
+        .update_api_key(credentials[0], &restrict(""))
+        .await
+        .unwrap();
+    ready::<SubAccount>(&env, "platform", "tenant-a", "True", "Available").await;
+    key_ready(&env, "team-a", "app", "True", "Available").await;
+    assert_eq!(permission_type("app-a").as_deref(), Some("sending"));
+    env.stop().await;
+}

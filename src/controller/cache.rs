@@ -191,6 +191,9 @@ pub struct AccountCache {
     pub api_keys: CachedList<ApiKeyListItem>,
     /// Sending domains.
     pub sending_domains: CachedList<SendingDomainListItem>,
+    /// Ids of sub account credentials the service refused (401) to a resource placed inside
+    /// their sub account, until their SubAccount finds them accepted again.
+    refused_credentials: std::sync::Mutex<std::collections::HashSet<i64>>,
 }
 
 impl AccountCache {
@@ -202,7 +205,39 @@ impl AccountCache {
             sub_accounts: CachedList::new(|i: &SubAccountListItem| i.id),
             api_keys: CachedList::new(|i: &ApiKeyListItem| i.id),
             sending_domains: CachedList::new(|i: &SendingDomainListItem| i.id),
+            refused_credentials: Default::default(),
         }
+    }
+
+    /// Records that the service refused the sub account credential `key_id` (a 401 to a call
+    /// made with it). The key list is read again at its next use (once per refusal): a
+    /// credential deleted at the service is then missing rather than refused.
+    pub fn refuse_credential(&self, key_id: i64) {
+        let first = self
+            .refused_credentials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key_id);
+        // Once per refusal, however many resources inside the sub account met it.
+        if first {
+            self.api_keys.invalidate();
+        }
+    }
+
+    /// Whether the service refused credential `key_id` since it was last found accepted.
+    pub fn credential_refused(&self, key_id: i64) -> bool {
+        self.refused_credentials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&key_id)
+    }
+
+    /// Records that the service accepts credential `key_id` again.
+    pub fn accept_credential(&self, key_id: i64) {
+        self.refused_credentials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key_id);
     }
 
     /// The account's client.

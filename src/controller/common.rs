@@ -60,6 +60,10 @@ pub fn spec_changed<K: ResourceExt>(obj: &K, observed_generation: Option<i64>) -
     obj.meta().generation.is_none() || obj.meta().generation != observed_generation
 }
 
+/// The end of the message of a 401, before the caller knows whose key it was (see
+/// [`super::managed::Failure::unauthorized_as`]).
+pub const UNAUTHORIZED_ADVICE: &str = "; check the key of the account the resource names";
+
 /// How a failed API call shows in conditions, and what the controller does next.
 ///
 /// Retryable failures (timeouts, 5xx, 429) keep `Reconciling=True` and return the error so the
@@ -93,7 +97,7 @@ pub fn api_failure(e: &ApiError, doing: &str) -> Outcome {
     } else if e.status() == Some(401) {
         Outcome::Stalled {
             reason: "Unauthorized",
-            message: format!("{message}; check the operator's API key (MAILTARGET_API_KEY)"),
+            message: format!("{message}{UNAUTHORIZED_ADVICE}"),
         }
     } else {
         Outcome::Stalled {

@@ -58,6 +58,7 @@ pub async fn converge<K: Managed>(
             managed,
             client,
             reserved,
+            ..
         } => {
             K::in_sub_account(&mut desired, *id);
             (*managed, client, reserved.as_ref())
@@ -73,6 +74,91 @@ pub async fn converge<K: Managed>(
             });
         }
     };
+    let target = Target {
+        service,
+        api,
+        by_name_is_own,
+        reserved,
+        adoption,
+    };
+    converge_placed(obj, ctx, old, revision, desired, target)
+        .await
+        .map_err(|failure| refused_key(failure, &placement, &usage))
+}
+
+/// Where a placed resource's calls go (see [`converge_placed`]).
+struct Target<'a> {
+    /// The account's cached lists.
+    service: &'a super::cache::AccountCache,
+    /// The client every call of the resource is made with.
+    api: &'a crate::api::Client,
+    /// Objects found by natural key are the resource's own (see [`Placement::SubAccount`]).
+    by_name_is_own: bool,
+    /// The credential the resource may not manage.
+    reserved: Option<&'a (i64, String)>,
+    /// The resource's adoption policy, where its account lets it adopt.
+    adoption: Option<crate::crd::AdoptionPolicy>,
+}
+
+/// Reason of a resource placed inside a sub account whose credential the service refused
+/// (401), and of that SubAccount (see [`super::managed`]).
+pub const REASON_CREDENTIAL_REFUSED: &str = "CredentialRefused";
+
+/// A 401 told as the refusal of the key that was used (product design: a 401 with a sub
+/// account's credential is a condition on that SubAccount and the objects inside it, never on
+/// the company account). A sub account's credential is marked refused in the account's cache,
+/// so that its SubAccount checks it at its next reconcile; otherwise the account's own key was
+/// refused. Other failures are returned unchanged.
+fn refused_key<S: Clone>(
+    failure: Box<Failure<S>>,
+    placement: &Placement,
+    usage: &Usage,
+) -> Box<Failure<S>> {
+    if !failure.is_unauthorized() {
+        return failure;
+    }
+    match placement {
+        Placement::SubAccount {
+            credential: (id, name),
+            shown,
+            ..
+        } => {
+            usage.service.refuse_credential(*id);
+            let advice = format!(
+                "the service refused API key {id} \"{name}\", the operator's credential inside the sub account of {shown} (deleted, or its allowed IPs exclude the operator); {shown} shows what to do. Nothing outside this sub account is affected; checked again at the next resync"
+            );
+            failure.unauthorized_as(REASON_CREDENTIAL_REFUSED, &advice)
+        }
+        _ if usage.from_flags => failure.unauthorized_as(
+            "Unauthorized",
+            "the service refused the operator's key: check --api-key (MAILTARGET_API_KEY or MAILTARGET_API_KEY_FILE)",
+        ),
+        _ => {
+            let advice = format!(
+                "the service refused the key of {}: put a valid key in its credentials Secret (its status shows the check)",
+                usage.name
+            );
+            failure.unauthorized_as("Unauthorized", &advice)
+        }
+    }
+}
+
+/// [`converge`] once the resource is placed: finds, plans and executes through `target`.
+async fn converge_placed<K: Managed>(
+    obj: &K,
+    ctx: &Context,
+    old: &K::Status,
+    revision: &Revision,
+    desired: K::Desired,
+    target: Target<'_>,
+) -> ConvergeResult<K::Status> {
+    let Target {
+        service,
+        api,
+        by_name_is_own,
+        reserved,
+        adoption,
+    } = target;
     let query = Query {
         key: K::natural_key(&desired),
         by_name_is_own,
@@ -252,12 +338,12 @@ pub async fn converge<K: Managed>(
         true => obj.check_offers(service, &mut status).await,
         false => Ok(Ok(())),
     };
-    let offers = offers.map_err(|e| Failure::api(e, "listing API keys", &status))?;
-    if let (Err(message), true) = (offers, may_write) {
+    let offers = offers.map_err(|e| Failure::api(e, "checking the credential", &status))?;
+    if let (Err(lack), true) = (offers, may_write) {
         summary = Summary {
             ready: false,
-            reason: super::managed::REASON_CREDENTIAL_MISSING,
-            message,
+            reason: lack.reason,
+            message: lack.message,
         };
         routine = false;
     }

@@ -86,6 +86,29 @@ impl<S: Clone> Failure<S> {
         })
     }
 
+    /// The same failure, with a 401 of the service told as the refusal of the key that was
+    /// refused: `reason` (e.g. `CredentialRefused` for a sub account's credential) and
+    /// `advice` replace the generic advice of [`super::common::api_failure`]. Other failures are
+    /// returned unchanged.
+    pub fn unauthorized_as(mut self: Box<Self>, reason: &'static str, advice: &str) -> Box<Self> {
+        let refused = matches!(&self.error, Some(Error::Api(e)) if e.status() == Some(401));
+        if let (true, Outcome::Stalled { message, .. }) = (refused, &self.outcome) {
+            let cause = message
+                .strip_suffix(super::common::UNAUTHORIZED_ADVICE)
+                .unwrap_or(message);
+            self.outcome = Outcome::Stalled {
+                reason,
+                message: format!("{cause}; {advice}"),
+            };
+        }
+        self
+    }
+
+    /// Whether the failure is the service's 401.
+    pub fn is_unauthorized(&self) -> bool {
+        matches!(&self.error, Some(Error::Api(e)) if e.status() == Some(401))
+    }
+
     /// The same failure, marked as a create the service refused for certain (see
     /// [`crate::engine::recovery::may_have_committed`]).
     pub fn refused_create(mut self: Box<Self>) -> Box<Self> {
@@ -186,54 +209,100 @@ pub trait Managed:
     + 'static
 {
     /// What the resource's object offers other resources, checked once it is in sync against
-    /// the account's cached lists (`service`) and recorded in `status`: `Ok(Err(message))`
-    /// when it lacks what it promises, which keeps a resource that writes from `Ready` (reason
-    /// [`REASON_CREDENTIAL_MISSING`]). Nothing for most kinds.
+    /// the account's cached lists (`service`) and recorded in `status`: `Ok(Err(lack))` when
+    /// it lacks what it promises, which keeps a resource that writes from `Ready`. Nothing for
+    /// most kinds.
     ///
-    /// Errors: a list call's.
+    /// Errors: an API call's.
     fn check_offers(
         &self,
         _service: &super::cache::AccountCache,
         _status: &mut Self::Status,
     ) -> impl std::future::Future<
-        Output = std::result::Result<std::result::Result<(), String>, ApiError>,
+        Output = std::result::Result<std::result::Result<(), Lack>, ApiError>,
     > + Send {
         async { Ok(Ok(())) }
     }
+}
+
+/// What an object lacks of what it offers (see [`Managed::check_offers`]): the reason and
+/// message of its `Ready=False`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lack {
+    /// [`REASON_CREDENTIAL_MISSING`] or [`REASON_CREDENTIAL_REFUSED`].
+    pub reason: &'static str,
+    /// For people: what is missing and what to do.
+    pub message: String,
 }
 
 /// Reason of a SubAccount whose sub account has no usable operator credential, and of the
 /// resources placed inside it (see [`super::placement`]).
 pub const REASON_CREDENTIAL_MISSING: &str = "CredentialMissing";
 
+pub use super::converge::REASON_CREDENTIAL_REFUSED;
+
 /// A SubAccount offers the operator's credential inside its sub account (product design,
 /// "Accounts and tenancy"): a key of [`crate::engine::kinds::sub_account::credential_key_name`]
-/// among the sub account's keys. Checked at every resync, so a credential deleted at the
-/// service shows here, not only on the objects inside.
+/// among the sub account's keys, which the service accepts. Checked at every resync, so a
+/// credential deleted at the service shows here, not only on the objects inside.
 impl Managed for crate::crd::SubAccount {
-    /// Missing is an error when the SubAccount promises a credential: it names one
+    /// Missing is a lack when the SubAccount promises a credential: it names one
     /// (`spec.credentialKeyName`, `spec.apiKey`) or one was found before (deleted since). A
     /// SubAccount of release 0.1 made without a key has none to promise: it stays `Ready`, and
-    /// only a resource placed inside it says what is missing.
+    /// only a resource placed inside it says what is missing. A credential the service refused
+    /// to a resource inside (401, recorded in `service`) is tried once more with one read
+    /// (`GET /api-key?page=1&size=1` calling as it): refused again, it is a lack
+    /// ([`REASON_CREDENTIAL_REFUSED`]); accepted, the mark goes.
     async fn check_offers(
         &self,
         service: &super::cache::AccountCache,
         status: &mut crate::crd::SubAccountStatus,
-    ) -> std::result::Result<std::result::Result<(), String>, ApiError> {
+    ) -> std::result::Result<std::result::Result<(), Lack>, ApiError> {
         let Some(id) = status.id else {
             return Ok(Ok(()));
         };
         let promised = status.credential.is_some()
             || self.spec.credential_key_name.is_some()
             || self.spec.api_key.is_some();
-        let found = super::placement::find_credential(service, self, id)
-            .await?
-            .map(|k| crate::crd::subaccount::NamedId::new(k.id, &k.name));
-        status.credential = found.as_ref().ok().cloned();
-        Ok(match found {
-            Err(message) if promised => Err(message),
-            _ => Ok(()),
-        })
+        let found = super::placement::find_credential(service, self, id).await?;
+        status.credential =
+            (found.as_ref().ok()).map(|k| crate::crd::subaccount::NamedId::new(k.id, &k.name));
+        let key = match found {
+            Ok(key) => key,
+            Err(message) if promised => {
+                return Ok(Err(Lack {
+                    reason: REASON_CREDENTIAL_MISSING,
+                    message,
+                }));
+            }
+            Err(_) => return Ok(Ok(())),
+        };
+        if !service.credential_refused(key.id) {
+            return Ok(Ok(()));
+        }
+        let one = crate::api::ListApiKeysQuery {
+            page: Some(1),
+            size: Some(1),
+            ..Default::default()
+        };
+        let probe = match service.client().calling_as(key.key) {
+            Ok(client) => client.list_api_keys(&one).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match probe {
+            Ok(()) => {
+                service.accept_credential(key.id);
+                Ok(Ok(()))
+            }
+            Err(e) if e.status() == Some(401) => Ok(Err(Lack {
+                reason: REASON_CREDENTIAL_REFUSED,
+                message: format!(
+                    "the service refuses API key {} \"{}\", the operator's credential in sub account {id} ({e}): its allowed IPs probably exclude the operator. Clear or widen them at the service, or set spec.credentialKeyName to another key of the sub account; checked again at the next resync",
+                    key.id, key.name
+                ),
+            })),
+            Err(e) => Err(e),
+        }
     }
 }
 impl Managed for crate::crd::ApiKey {}

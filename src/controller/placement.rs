@@ -45,6 +45,10 @@ pub enum Placement {
         /// operator's full-permission key by naming it, or cut every other namespace off by
         /// changing or deleting it.
         reserved: Option<(i64, String)>,
+        /// The credential key's id and name.
+        credential: (i64, String),
+        /// The SubAccount as messages name it: `SubAccount "namespace/name"`.
+        shown: String,
     },
     /// Not known yet (the SubAccount does not exist or has no id): reason and message of the
     /// wait.
@@ -161,7 +165,8 @@ pub async fn place<K: Managed>(
             )
         })?;
     let named = sub.spec.api_key.is_some() || sub.spec.credential_key_name.is_some();
-    let reserved = (!named || namespace != own).then_some((key.id, key.name));
+    let credential = (key.id, key.name);
+    let reserved = (!named || namespace != own).then(|| credential.clone());
     let client = (usage.service.client().calling_as(key.key))
         .map_err(|e| Failure::api(e, "calling as the sub account", old))?;
     // Objects inside it are this namespace's own only while the SubAccount owns it (not
@@ -172,6 +177,8 @@ pub async fn place<K: Managed>(
         managed,
         client,
         reserved,
+        credential,
+        shown,
     })
 }
 

@@ -43,6 +43,8 @@ pub struct Usage {
     pub service: Arc<AccountCache>,
     /// Whether resources of the namespace may adopt existing objects through it.
     pub may_adopt: bool,
+    /// Built from the operator's flags (`--api-key`), not from a ClusterAccount object.
+    pub from_flags: bool,
 }
 
 /// Why a resource may not be reconciled through the account it names: the `Ready` condition's
@@ -178,6 +180,7 @@ impl AccountRegistry {
             name,
             service: handle.service,
             may_adopt,
+            from_flags: handle.from_flags,
         })
     }
 
