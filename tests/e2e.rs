@@ -374,11 +374,106 @@ async fn tenants_with_kubectl() {
     cluster.cleanup().await;
 }
 
+/// The CRD upgrade path of README "Accounts": an install with only the three managed kinds'
+/// CRDs (`tests/upgrade/three-kinds/`, `crds/` as it was before the account kinds) and objects
+/// made under them runs the new operator: it reconciles the managed kinds with the flags'
+/// `default` account while `/readyz` names the account kinds as missing; then
+/// `kubectl apply -f crds/` (the step README asks for before `helm upgrade`, as Helm installs no
+/// CRD on upgrade) replaces the three CRDs and adds the account kinds, and without a restart the
+/// operator is ready, an `Account` is checked and used, a key is created inside the release-0.1
+/// SubAccount, and the objects made before the upgrade stay Ready with nothing re-created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crd_upgrade_from_the_three_kinds() {
+    if !TestCluster::require_kubectl("crd_upgrade_from_the_three_kinds") {
+        return;
+    }
+    let cluster = TestCluster::start().await.expect("cluster");
+    if cluster.emulator().is_none() {
+        // On a real cluster the test would put old CRDs over the cluster's: not done there.
+        println!("crd_upgrade_from_the_three_kinds: skipped on a real cluster (E2E_KUBECONFIG)");
+        cluster.cleanup().await;
+        return;
+    }
+    let ns = cluster.namespace().to_string();
+    let (_sim, url) = start_simulator();
+    let api = client(&url);
+    ok(
+        cluster.kubectl(["apply", "-f", &format!("{ROOT}/tests/upgrade/three-kinds/")]),
+        "apply the three-kinds CRDs",
+    );
+    let before = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: legacy}\nspec:\n  apiKey: {name: legacy-first, secretName: legacy-first-key}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: ci}\nspec: {name: ci, secretName: ci-key}\n";
+    ok(
+        cluster.kubectl_with_input(["apply", "-n", &ns, "-f", "-"], before.as_bytes()),
+        "apply objects under the old CRDs",
+    );
+    let port = free_port();
+    let _operator = start_operator_on(&cluster, &url, &[&ns], port);
+    let wait = |objects: &[&str]| {
+        let mut args = vec!["wait", "--for=condition=Ready", "--timeout=50s", "-n", &ns];
+        args.extend(objects);
+        ok(cluster.kubectl(args), &format!("wait Ready {objects:?}"));
+    };
+    wait(&["subaccount/legacy", "apikey/ci"]);
+    let (code, body) = http_get(port, "/readyz").await.expect("/readyz answers");
+    assert_ne!(code, 200, "not ready without the account kinds: {body}");
+    assert!(body.contains("clusteraccounts.mailtarget.co"), "{body}");
+
+    ok(
+        cluster.kubectl(["apply", "-f", &format!("{ROOT}/crds/")]),
+        "kubectl apply -f crds/ over the three-kinds CRDs",
+    );
+    wait_http_ok(port, "/readyz").await;
+    let after = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: billing-key}}\nstringData: {{apiKey: {KEY}}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-key}}}}\n  apiUrl: {url}\n  transmissionUrl: {url}/v1\n  scope: Company\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: billed}}\nspec:\n  secretName: billed-key\n  accountRef: {{kind: Account, name: billing}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: inside}}\nspec:\n  secretName: inside-key\n  subAccountRef: {{name: legacy}}\n"
+    );
+    ok(
+        cluster.kubectl_with_input(["apply", "-n", &ns, "-f", "-"], after.as_bytes()),
+        "apply objects of the new kinds and fields",
+    );
+    wait(&["account/billing", "apikey/billed", "apikey/inside"]);
+    wait(&["subaccount/legacy", "apikey/ci"]);
+    let subs = api
+        .list_all_sub_accounts(&ListSubAccountsQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        subs.len(),
+        1,
+        "the sub account made before the upgrade, once"
+    );
+    let keys = api
+        .list_all_api_keys(&ListApiKeysQuery::default())
+        .await
+        .unwrap();
+    let mut names: Vec<(&str, bool)> = keys
+        .iter()
+        .map(|k| (k.name.as_str(), k.sub_account_id == subs[0].id))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            ("billed", false),
+            ("ci", false),
+            ("inside", true),
+            ("legacy-first", true)
+        ],
+        "each key once; the new one inside the release-0.1 sub account (its first key is the credential)"
+    );
+    cluster.cleanup().await;
+}
+
 /// Starts `mailtarget-operator run` watching `namespaces`, on the simulator at `url`, with a
 /// quick `verify-txt` schedule.
 fn start_operator(cluster: &TestCluster, url: &str, namespaces: &[&str]) -> Process {
+    start_operator_on(cluster, url, namespaces, 0)
+}
+
+/// [`start_operator`] serving `/metrics` and `/readyz` on `port` (0: any free port).
+fn start_operator_on(cluster: &TestCluster, url: &str, namespaces: &[&str], port: u16) -> Process {
     let mut command = Command::new(BIN);
-    command.args(["run", "--metrics-addr", "127.0.0.1:0"]);
+    let addr = format!("127.0.0.1:{port}");
+    command.args(["run", "--metrics-addr", &addr]);
     for ns in namespaces {
         command.args(["--namespace", ns]);
     }
