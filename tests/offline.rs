@@ -1457,3 +1457,71 @@ async fn tenants_apply_inside_their_sub_accounts() {
     );
     assert!(!dir.path().join("team-a").exists(), "no secret written");
 }
+
+/// Accounts other than `default` take their key from `--account NAME=@FILE` and their addresses
+/// from their manifest: a folder with a key of the default account and, through a ClusterAccount
+/// `billing` (another company, another simulator), a key of billing applies in one run, each key
+/// created at its own company, the output naming the account. Without `--account` the resource
+/// naming billing is invalid input (exit 2, nothing called), and the error says what to pass.
+#[tokio::test]
+async fn accounts_take_their_keys_from_the_command_line() {
+    let sim = simulator().await;
+    let billing = Simulator::start(SimulatorConfig::new("billing-company-key"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: ours}}\nspec: {{secretName: ours-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
+        billing.base_url(),
+        billing.transmission_url()
+    );
+    let file = dir.path().join("accounts.yaml");
+    std::fs::write(&file, manifests).unwrap();
+    let key_file = dir.path().join("billing.key");
+    std::fs::write(&key_file, "billing-company-key\n").unwrap();
+    let file = file.to_str().unwrap();
+
+    let refused = run_binary(&["plan", "-f", file], Some(&sim)).await;
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--account billing=@FILE"), "{stderr}");
+    assert!(sim.request_log().is_empty() && billing.request_log().is_empty());
+
+    let account = format!("billing=@{}", key_file.display());
+    let out = run_binary(
+        &["apply", "-f", file, "--account", &account, "-o", "json"],
+        Some(&sim),
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let accounts: Vec<(&str, Option<&str>)> = report["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["account"].as_str()))
+        .collect();
+    assert_eq!(accounts, [("ours", None), ("invoices", Some("billing"))]);
+    let names = |s: &Simulator| -> Vec<String> {
+        s.snapshot().api_keys.into_iter().map(|k| k.name).collect()
+    };
+    assert_eq!(names(&sim), ["ours"]);
+    assert_eq!(names(&billing), ["invoices"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("billing-company-key"),
+        "the key never shows"
+    );
+
+    let again = run_binary(&["plan", "-f", file, "--account", &account], Some(&sim)).await;
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        text.contains("ApiKey default/invoices (account billing): unchanged"),
+        "{text}"
+    );
+    assert!(text.contains("0 to create"), "{text}");
+}

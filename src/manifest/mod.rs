@@ -1,7 +1,7 @@
 //! Reading manifest files for `plan` and `apply`: YAML files and directories, several documents
 //! per file, validated against the same schema the cluster uses before anything is sent.
 
-mod read;
+pub(crate) mod read;
 mod schema_check;
 
 use std::fmt;
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::text::{MAX_LINE_CHARS, printable};
 
-pub use read::{ACCOUNT_KIND, ManifestSet, NOT_OURS, load, load_str};
+pub use read::{ACCOUNT_KIND, ManifestSet, NOT_OURS, load, load_str, load_with};
 
 /// Where a document came from: its file and its 1-based position among the file's documents.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,23 +121,23 @@ impl Resource {
     }
 
     /// Why `plan`/`apply` cannot serve the resource's account, for people (`None`: they can).
-    /// They call the service with the one key they are given, which stands for ClusterAccount
-    /// `default`; a resource naming another account is applied in a cluster, where the
-    /// operator reads that account's credentials.
-    pub fn offline_account_problem(&self) -> Option<String> {
-        let r = self.account_ref()?;
-        if r.kind == crate::crd::AccountRefKind::ClusterAccount
-            && r.name == crate::crd::account::DEFAULT_ACCOUNT
-        {
+    /// They hold the key of ClusterAccount `default` (`--api-key`) and of the accounts
+    /// `accounts` (`--account NAME=@FILE`, names as [`crate::offline::accounts::account_name`]
+    /// gives them); never an account's Secret.
+    pub fn offline_account_problem(&self, accounts: &[String]) -> Option<String> {
+        let name = crate::offline::accounts::of(self);
+        if name == crate::offline::accounts::DEFAULT || accounts.contains(&name) {
             return None;
         }
+        let r = self.account_ref()?;
         let kind = match r.kind {
             crate::crd::AccountRefKind::ClusterAccount => "ClusterAccount",
             crate::crd::AccountRefKind::Account => "Account",
         };
         Some(format!(
-            "names {kind} \"{}\": plan and apply call the service with the one key they are given, which stands for ClusterAccount \"default\"; apply this resource in a cluster, or remove spec.accountRef to use the given key",
-            crate::text::printable(&r.name, 253)
+            "names {kind} \"{}\": plan and apply need its key on the command line: pass --account {}=@FILE (FILE holding the key), or apply this resource in a cluster",
+            crate::text::printable(&r.name, 253),
+            crate::text::printable(&name, 320)
         ))
     }
 }

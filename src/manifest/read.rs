@@ -20,15 +20,19 @@ pub struct ManifestSet {
     /// Documents not applied, with a description such as `v1/Namespace "team-a"` and why
     /// ([`NOT_OURS`] or [`ACCOUNT_KIND`]).
     pub skipped: Vec<(Source, String, &'static str)>,
+    /// The accounts among the documents (skipped, but their addresses serve `--account`): the
+    /// name resources reach them by (`NAME` for a ClusterAccount, `NAMESPACE/NAME` for an
+    /// Account) and their connection.
+    pub accounts: Vec<(String, crate::crd::AccountConnection)>,
 }
 
 /// Why a document of another API group is skipped.
 pub const NOT_OURS: &str = "not a mailtarget.co kind";
 
 /// Why a ClusterAccount or Account is skipped (after validation): `plan` and `apply` call the
-/// service with the key they are given, not with an account's Secret.
-pub const ACCOUNT_KIND: &str =
-    "accounts are used by the operator in a cluster; plan and apply use the key they are given";
+/// service with the keys they are given, never with an account's Secret; its addresses serve
+/// `--account`.
+pub const ACCOUNT_KIND: &str = "plan and apply never read an account's Secret: they use the key --api-key (ClusterAccount default) or --account NAME=@FILE gives, at this manifest's addresses";
 
 /// Reads every file and directory in `paths` (directories recursively, their `.yaml`, `.yml`
 /// and `.json` files in path order) and validates every document.
@@ -36,6 +40,15 @@ pub const ACCOUNT_KIND: &str =
 /// Errors: every problem in every document, each naming the file, document, object and field.
 /// Nothing is returned unless all documents are valid, so callers write nothing on bad input.
 pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
+    load_with(paths, &[])
+}
+
+/// Like [`load`], for a run that holds the keys of the accounts `accounts` besides `default`
+/// (names as `--account` gives them, see [`crate::offline::accounts`]): a resource naming any
+/// other account is an error.
+///
+/// Errors: as [`load`].
+pub fn load_with(paths: &[PathBuf], accounts: &[String]) -> Result<ManifestSet, ManifestErrors> {
     // `-` ([`STDIN`]) reads standard input.
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -54,10 +67,29 @@ pub fn load(paths: &[PathBuf]) -> Result<ManifestSet, ManifestErrors> {
         }
     }
     check_cross_document(&set.resources, &mut errors);
+    check_accounts(&set.resources, accounts, &mut errors);
     if errors.is_empty() {
         Ok(set)
     } else {
         Err(ManifestErrors(errors))
+    }
+}
+
+/// Refuses each resource whose account the run holds no key for: `default` and `accounts`.
+fn check_accounts(resources: &[Loaded], accounts: &[String], errors: &mut Vec<ManifestError>) {
+    for loaded in resources {
+        if let Some(message) = loaded.resource.offline_account_problem(accounts) {
+            errors.push(ManifestError {
+                source: Some(loaded.source.clone()),
+                object: Some(format!(
+                    "{} {}",
+                    loaded.resource.kind(),
+                    quoted(loaded.resource.name())
+                )),
+                field: Some("spec.accountRef".into()),
+                message,
+            });
+        }
     }
 }
 
@@ -91,6 +123,7 @@ pub fn load_str(name: &str, text: &str) -> Result<ManifestSet, ManifestErrors> {
     let mut errors = Vec::new();
     read_stream(Path::new(name), text, &mut set, &mut errors);
     check_cross_document(&set.resources, &mut errors);
+    check_accounts(&set.resources, &[], &mut errors);
     if errors.is_empty() {
         Ok(set)
     } else {
@@ -342,7 +375,11 @@ fn read_document(
     }
     if kind == "ClusterAccount" {
         let problems = match typed::<crate::crd::ClusterAccount>(&doc) {
-            Ok(account) => crate::engine::validate::cluster_account(&account.spec),
+            Ok(account) => {
+                let connection = account.spec.connection.clone();
+                set.accounts.push((name.to_string(), connection));
+                crate::engine::validate::cluster_account(&account.spec)
+            }
             Err((field, message)) => vec![crate::engine::validate::Problem { field, message }],
         };
         if !problems.is_empty() {
@@ -350,6 +387,20 @@ fn read_document(
                 errors.push(error(object.clone(), Some(&p.field), p.message));
             }
             return;
+        }
+    }
+    if kind == "Account" {
+        match typed::<crate::crd::Account>(&doc) {
+            Ok(account) => {
+                let namespace = account.metadata.namespace.as_deref().unwrap_or("default");
+                let connection = account.spec.connection.clone();
+                set.accounts
+                    .push((format!("{namespace}/{name}"), connection));
+            }
+            Err((field, message)) => {
+                errors.push(error(object.clone(), Some(&field), message));
+                return;
+            }
         }
     }
     if account {
@@ -364,13 +415,7 @@ fn read_document(
     };
     match resource {
         Ok(resource) => {
-            let mut problems = crate::engine::validate::problems(&resource);
-            if let Some(message) = resource.offline_account_problem() {
-                problems.push(crate::engine::validate::Problem {
-                    field: "spec.accountRef".into(),
-                    message,
-                });
-            }
+            let problems = crate::engine::validate::problems(&resource);
             if problems.is_empty() {
                 set.resources.push(Loaded {
                     source: source.clone(),
@@ -430,7 +475,8 @@ fn metadata_problem(doc: &Value) -> Option<(&'static str, String)> {
     None
 }
 
-fn is_dns1123_label(s: &str) -> bool {
+/// A DNS-1123 label, as the API server checks a namespace's name.
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -439,7 +485,8 @@ fn is_dns1123_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-fn is_dns1123_subdomain(s: &str) -> bool {
+/// A DNS-1123 subdomain, as the API server checks most object names.
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 

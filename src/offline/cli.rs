@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
+use super::accounts::{self, AccountKey};
 use super::render::{self, OutputFormat};
 use super::{apply, destroy, plan};
-use crate::cli::{ApiArgs, CliError};
+use crate::cli::{ApiArgs, CliError, Target};
 use crate::manifest;
 use crate::text::{MAX_LINE_CHARS, printable};
 
@@ -21,9 +22,78 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// The key of an account other than ClusterAccount `default` (whose key is --api-key):
+    /// `NAME=@FILE` for ClusterAccount NAME, `NAMESPACE/NAME=@FILE` for an Account, FILE holding
+    /// the key. Its addresses come from its manifest among the files, else from --api-url and
+    /// --transmission-url. Repeatable.
+    #[arg(long = "account", value_name = "NAME=@FILE")]
+    pub accounts: Vec<AccountKey>,
     /// How to reach the service.
     #[command(flatten)]
     pub api: ApiArgs,
+}
+
+impl PlanArgs {
+    /// The manifests, refusing resources whose account the run has no key for.
+    ///
+    /// Errors: invalid manifests (every problem listed).
+    fn load(&self) -> Result<manifest::ManifestSet, CliError> {
+        let names: Vec<String> = self.accounts.iter().map(|a| a.name.clone()).collect();
+        let set = manifest::load_with(&self.files, &names)?;
+        report_skipped(&set);
+        Ok(set)
+    }
+
+    /// Plans each account's resources with its own client (see [`accounts`]): the deletions of
+    /// `destroy` when `destroying`. Connections stay open for the apply.
+    ///
+    /// Errors: a connection that cannot be made; an API failure while planning (every
+    /// connection is closed first).
+    async fn plan_accounts(
+        &self,
+        set: &manifest::ManifestSet,
+        destroying: bool,
+    ) -> Result<Vec<(Target, plan::OfflinePlan)>, CliError> {
+        let mut planned: Vec<(Target, plan::OfflinePlan)> = Vec::new();
+        for group in accounts::groups(set, &self.api, &self.accounts) {
+            let target = match group.connect(self.simulate).await {
+                Ok(target) => target,
+                Err(e) => {
+                    shutdown(planned).await;
+                    return Err(e);
+                }
+            };
+            let built = if destroying {
+                destroy::plan(&target.client, &group.resources).await
+            } else {
+                plan::build(&target.client, &group.resources).await
+            };
+            match built {
+                Ok(mut plan) => {
+                    plan.label(group.label());
+                    planned.push((target, plan));
+                }
+                Err(e) => {
+                    target.shutdown().await;
+                    shutdown(planned).await;
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(planned)
+    }
+}
+
+/// Closes every connection (and stops the simulators of `--simulate`).
+async fn shutdown(planned: Vec<(Target, plan::OfflinePlan)>) {
+    for (target, _) in planned {
+        target.shutdown().await;
+    }
+}
+
+/// The plans of every account, as one.
+fn merged(planned: &[(Target, plan::OfflinePlan)]) -> plan::OfflinePlan {
+    plan::OfflinePlan::merged(planned.iter().map(|(_, p)| p.clone()).collect())
 }
 
 /// Arguments of `mailtarget-operator plan`: [`PlanArgs`] and the exit-code convention.
@@ -57,10 +127,10 @@ pub struct ApplyArgs {
 /// Errors: invalid manifests (every problem listed), unreachable or failing service.
 pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
     let args = command.plan;
-    let set = manifest::load(&args.files)?;
-    report_skipped(&set);
-    let target = args.api.connect(args.simulate).await?;
-    let plan = plan::build(&target.client, &set.resources).await?;
+    let set = args.load()?;
+    let planned = args.plan_accounts(&set, false).await?;
+    let plan = merged(&planned);
+    shutdown(planned).await;
     print!(
         "{}",
         match args.output {
@@ -68,7 +138,6 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
             OutputFormat::Json => render::plan_json(&plan),
         }
     );
-    target.shutdown().await;
     let summary = plan.summary();
     Ok(if plan.has_errors() {
         1
@@ -84,8 +153,7 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
 ///
 /// Errors: invalid manifests (nothing is written), unreachable or failing service while planning.
 pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
-    let set = manifest::load(&args.plan.files)?;
-    report_skipped(&set);
+    let set = args.plan.load()?;
     // Opened before any API call: a directory that cannot take the secrets stops the run before
     // anything is created whose secret would be lost.
     let secrets_dir = args
@@ -93,15 +161,22 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(crate::files::SafeDir::open)
         .transpose()?;
-    let target = args.plan.api.connect(args.plan.simulate).await?;
-    let plan = plan::build(&target.client, &set.resources).await?;
+    let planned = args.plan.plan_accounts(&set, false).await?;
+    let plan = merged(&planned);
     if plan.has_errors() {
         eprint!("{}", render::plan_text(&plan));
         eprintln!("Nothing was applied: fix the errors above first.");
-        target.shutdown().await;
+        shutdown(planned).await;
         return Ok(1);
     }
-    let report = apply::run(&target.client, &plan, secrets_dir.as_ref()).await;
+    let mut report = apply::ApplyReport {
+        outcomes: Vec::new(),
+    };
+    for (target, plan) in &planned {
+        let part = apply::run(&target.client, plan, secrets_dir.as_ref()).await;
+        report.outcomes.extend(part.outcomes);
+    }
+    shutdown(planned).await;
     print!(
         "{}",
         match args.plan.output {
@@ -109,7 +184,6 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
             OutputFormat::Json => render::apply_json(&report),
         }
     );
-    target.shutdown().await;
     Ok(if report.summary().error > 0 { 1 } else { 0 })
 }
 
@@ -131,22 +205,28 @@ pub struct DestroyArgs {
 ///
 /// Errors: invalid manifests, unreachable or failing service while planning.
 pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
-    let set = manifest::load(&args.plan.files)?;
-    report_skipped(&set);
-    let target = args.plan.api.connect(args.plan.simulate).await?;
-    let plan = destroy::plan(&target.client, &set.resources).await?;
+    let set = args.plan.load()?;
+    let planned = args.plan.plan_accounts(&set, true).await?;
+    let plan = merged(&planned);
     if plan.has_errors() {
         eprint!("{}", render::plan_text(&plan));
         eprintln!("Nothing was destroyed: fix the errors above first.");
-        target.shutdown().await;
+        shutdown(planned).await;
         return Ok(1);
     }
     if !args.auto_approve && !approved(&plan) {
         eprintln!("Nothing was destroyed.");
-        target.shutdown().await;
+        shutdown(planned).await;
         return Ok(1);
     }
-    let report = destroy::run(&target.client, &plan).await;
+    let mut report = apply::ApplyReport {
+        outcomes: Vec::new(),
+    };
+    for (target, plan) in &planned {
+        let part = destroy::run(&target.client, plan).await;
+        report.outcomes.extend(part.outcomes);
+    }
+    shutdown(planned).await;
     print!(
         "{}",
         match args.plan.output {
@@ -154,7 +234,6 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
             OutputFormat::Json => render::apply_json(&report),
         }
     );
-    target.shutdown().await;
     Ok(if report.summary().error > 0 { 1 } else { 0 })
 }
 

@@ -6,6 +6,7 @@
 //! then sending domains) and reports IDs, DNS records and verification flags. Secret material
 //! is never printed; `--secrets-dir` writes it to files readable only by the owner.
 
+pub mod accounts;
 pub mod apply;
 pub mod cli;
 pub mod destroy;

@@ -23,6 +23,10 @@ pub struct Entry {
     pub namespace: String,
     /// `metadata.name`.
     pub name: String,
+    /// The account it is managed through, when not ClusterAccount `default` (see
+    /// [`super::accounts`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     /// File and document it was read from.
     pub source: String,
     /// `create`, `update`, `unchanged`, `observe` (ObserveOnly), `paused` or `error`.
@@ -141,6 +145,9 @@ pub struct Unmanaged {
     pub id: i64,
     /// Its name (sub account, key) or domain.
     pub name: String,
+    /// The account it is an object of, when not ClusterAccount `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 /// The objects of `inventory` whose id no entry of its kind matched; the operator's credential
@@ -177,6 +184,7 @@ fn unmanaged(entries: &[Entry], steps: &[Step], inventory: &Inventory) -> Vec<Un
             kind,
             id,
             name: name.clone(),
+            account: None,
         })
         .collect()
 }
@@ -195,6 +203,43 @@ impl OfflinePlan {
     pub fn has_errors(&self) -> bool {
         self.entries.iter().any(|e| e.error.is_some())
     }
+
+    /// Marks every entry and unmanaged object as the account `label`'s (`None`: the default
+    /// account, not shown).
+    pub fn label(&mut self, label: Option<String>) {
+        for e in &mut self.entries {
+            e.account = label.clone();
+        }
+        for u in &mut self.unmanaged {
+            u.account = label.clone();
+        }
+    }
+
+    /// The plans of several accounts as one, in the order given (for showing and counting;
+    /// each account's plan is executed with its own client).
+    pub fn merged(parts: Vec<OfflinePlan>) -> OfflinePlan {
+        let mut all = OfflinePlan {
+            entries: Vec::new(),
+            unmanaged: Vec::new(),
+            steps: Vec::new(),
+            resources: Vec::new(),
+            inside: Vec::new(),
+        };
+        for part in parts {
+            let offset = all.resources.len();
+            all.entries.extend(part.entries);
+            all.unmanaged.extend(part.unmanaged);
+            all.steps.extend(part.steps);
+            all.resources.extend(part.resources);
+            all.inside.extend(part.inside.into_iter().map(|inside| {
+                inside.map(|mut i| {
+                    i.sub += offset;
+                    i
+                })
+            }));
+        }
+        all
+    }
 }
 
 /// An entry for `loaded` with action `error` and nothing else filled in.
@@ -203,6 +248,7 @@ pub(crate) fn entry_of(loaded: &Loaded) -> Entry {
         kind: loaded.resource.kind(),
         namespace: loaded.resource.namespace().to_string(),
         name: loaded.resource.name().to_string(),
+        account: None,
         source: loaded.source.to_string(),
         action: "error",
         id: None,

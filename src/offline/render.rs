@@ -32,7 +32,10 @@ macro_rules! line {
 }
 
 fn head(e: &Entry) -> String {
-    format!("{} {}/{}", e.kind, e.namespace, e.name)
+    let account = (e.account.as_ref())
+        .map(|a| format!(" (account {a})"))
+        .unwrap_or_default();
+    format!("{} {}/{}{account}", e.kind, e.namespace, e.name)
 }
 
 fn matched(e: &Entry) -> String {
@@ -159,7 +162,10 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
         objects.len()
     );
     for o in objects.iter().take(UNMANAGED_SHOWN) {
-        line!(out, "    {} {} {:?}", o.kind, o.id, o.name);
+        let account = (o.account.as_ref())
+            .map(|a| format!(" (account {a})"))
+            .unwrap_or_default();
+        line!(out, "    {} {} {:?}{account}", o.kind, o.id, o.name);
     }
     if objects.len() > UNMANAGED_SHOWN {
         line!(

@@ -1,0 +1,193 @@
+//! Accounts other than `default` in `plan`, `apply` and `destroy` (product design, "Accounts and
+//! tenancy": the cluster-less front end holds the keys it is given; accounts other than the
+//! default need their credentials named on the command line).
+//!
+//! `--account NAME=@FILE` gives the key of one account: `NAME` is a ClusterAccount's name, or
+//! `NAMESPACE/NAME` for an Account, as the resources' `spec.accountRef` reach them; `FILE` holds
+//! the key (surrounding whitespace ignored). The account's addresses come from its manifest
+//! among the files when there is one (`spec.apiUrl`, `spec.transmissionUrl`), else from
+//! `--api-url` and `--transmission-url`. The resources are planned and applied per account,
+//! each account with its own client (and, under `--simulate`, its own simulator: another
+//! company). `--api-key` stays the key of ClusterAccount `default`, needed only when some
+//! resource uses it.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::cli::{ApiArgs, CliError, Target};
+use crate::crd::{AccountRefKind, AccountReference};
+use crate::manifest::read::{is_dns1123_label, is_dns1123_subdomain};
+use crate::manifest::{Loaded, ManifestSet, Resource};
+
+/// The name `plan`/`apply` give the default account (ClusterAccount `default`).
+pub const DEFAULT: &str = crate::crd::account::DEFAULT_ACCOUNT;
+
+/// One `--account NAME=@FILE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountKey {
+    /// `NAME` (a ClusterAccount) or `NAMESPACE/NAME` (an Account).
+    pub name: String,
+    /// The file holding the account's key.
+    pub file: PathBuf,
+}
+
+impl FromStr for AccountKey {
+    type Err = String;
+
+    /// Parses `NAME=@FILE`.
+    ///
+    /// Errors: no `=@`, an empty file name, or a name that is not a DNS-1123 subdomain,
+    /// optionally preceded by a namespace and `/`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let Some((name, file)) = s.split_once("=@") else {
+            return Err("expected NAME=@FILE (e.g. billing=@billing.key)".into());
+        };
+        if file.is_empty() {
+            return Err("expected a file after =@".into());
+        }
+        let parts: Vec<&str> = name.split('/').collect();
+        let valid = match parts.as_slice() {
+            [name] => is_dns1123_subdomain(name),
+            [namespace, name] => is_dns1123_label(namespace) && is_dns1123_subdomain(name),
+            _ => false,
+        };
+        if !valid {
+            return Err(format!(
+                "account name {name:?}: a ClusterAccount's name, or NAMESPACE/NAME for an Account"
+            ));
+        }
+        Ok(AccountKey {
+            name: name.to_string(),
+            file: PathBuf::from(file),
+        })
+    }
+}
+
+/// The account a resource of `namespace` with `reference` uses, as `--account` names it.
+pub fn account_name(namespace: &str, reference: Option<&AccountReference>) -> String {
+    match reference {
+        None => DEFAULT.to_string(),
+        Some(r) if r.kind == AccountRefKind::ClusterAccount => r.name.clone(),
+        Some(r) => format!("{namespace}/{}", r.name),
+    }
+}
+
+/// The account `resource` uses, as `--account` names it.
+pub fn of(resource: &Resource) -> String {
+    account_name(resource.namespace(), resource.account_ref())
+}
+
+/// The resources of one account, with how to reach it.
+pub struct Group {
+    /// The account's name (see [`account_name`]).
+    pub account: String,
+    /// Its resources, in manifest order.
+    pub resources: Vec<Loaded>,
+    /// How to reach it: the command line's flags, with its key and addresses.
+    pub api: ApiArgs,
+}
+
+impl Group {
+    /// The account's name as entries show it: `None` for the default account.
+    pub fn label(&self) -> Option<String> {
+        (self.account != DEFAULT).then(|| self.account.clone())
+    }
+
+    /// Connects to the account (or to a new simulator under `simulate`).
+    ///
+    /// Errors: a key that cannot be read, an invalid address, a simulator that cannot start.
+    pub async fn connect(&self, simulate: bool) -> Result<Target, CliError> {
+        self.api.connect(simulate).await
+    }
+}
+
+/// The resources of `set` grouped by account: the default account first (when some resource
+/// uses it, or none uses any: its objects are still listed), then the others in the order
+/// `keys` names them; each with the flags to reach it.
+/// A resource whose account has no key is refused by the manifest reader before this (see
+/// [`crate::manifest::load_with`]).
+///
+/// Errors: none beyond the reader's; an account given but used by no resource is ignored.
+pub fn groups(set: &ManifestSet, api: &ApiArgs, keys: &[AccountKey]) -> Vec<Group> {
+    let mut order = vec![DEFAULT.to_string()];
+    order.extend(keys.iter().map(|k| k.name.clone()).filter(|n| n != DEFAULT));
+    let none = set.resources.is_empty();
+    order
+        .into_iter()
+        .filter_map(|account| {
+            let resources: Vec<Loaded> = (set.resources.iter())
+                .filter(|l| of(&l.resource) == account)
+                .cloned()
+                .collect();
+            if resources.is_empty() && !(none && account == DEFAULT) {
+                return None;
+            }
+            let api = flags_of(&account, set, api, keys);
+            Some(Group {
+                account,
+                resources,
+                api,
+            })
+        })
+        .collect()
+}
+
+/// The flags reaching `account`: its key file from `keys` (else the default's key), its
+/// addresses from its manifest in `set` (else the flags').
+fn flags_of(account: &str, set: &ManifestSet, api: &ApiArgs, keys: &[AccountKey]) -> ApiArgs {
+    let mut flags = api.clone();
+    if let Some(key) = keys.iter().find(|k| k.name == account) {
+        flags.api_key = None;
+        flags.api_key_file = Some(key.file.clone());
+    }
+    if let Some((_, connection)) = set.accounts.iter().find(|(name, _)| name == account) {
+        if let Ok(url) = connection.api_url.parse() {
+            flags.api_url = url;
+        }
+        if let Ok(url) = connection.transmission_url.parse() {
+            flags.transmission_url = url;
+        }
+    }
+    flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `NAME=@FILE` and `NAMESPACE/NAME=@FILE` parse; anything else says what is expected.
+    #[test]
+    fn account_keys_parse() {
+        let k: AccountKey = "billing=@/run/billing.key".parse().unwrap();
+        assert_eq!(k.name, "billing");
+        assert_eq!(k.file, PathBuf::from("/run/billing.key"));
+        let k: AccountKey = "team-a/billing=@key".parse().unwrap();
+        assert_eq!(k.name, "team-a/billing");
+        for bad in [
+            "billing",
+            "billing=key",
+            "billing=@",
+            "Billing=@k",
+            "a/b/c=@k",
+            "/b=@k",
+        ] {
+            assert!(bad.parse::<AccountKey>().is_err(), "{bad}");
+        }
+    }
+
+    /// A resource's account as `--account` names it.
+    #[test]
+    fn account_names() {
+        let cluster = AccountReference {
+            kind: AccountRefKind::ClusterAccount,
+            name: "billing".into(),
+        };
+        let namespaced = AccountReference {
+            kind: AccountRefKind::Account,
+            name: "billing".into(),
+        };
+        assert_eq!(account_name("team-a", None), "default");
+        assert_eq!(account_name("team-a", Some(&cluster)), "billing");
+        assert_eq!(account_name("team-a", Some(&namespaced)), "team-a/billing");
+    }
+}
