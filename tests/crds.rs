@@ -93,4 +93,9 @@ fn manifests_naming_another_account_are_refused_by_the_cli() {
     assert!(errors.contains("Account \"billing\""), "{errors}");
     let explicit = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app}\nspec:\n  secretName: app-key\n  accountRef: {name: default}\n";
     assert_eq!(load_str("keys.yaml", explicit).unwrap().resources.len(), 1);
+    // A key placed inside a SubAccount of another account says so (not "no SubAccount").
+    let apart = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team}\nspec:\n  accountRef: {name: billing}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app}\nspec:\n  secretName: app-key\n  subAccountRef: {name: team}\n";
+    let errors = load_str("apart.yaml", apart).unwrap_err().to_string();
+    assert!(errors.contains("name the same account"), "{errors}");
+    assert!(!errors.contains("no SubAccount"), "{errors}");
 }

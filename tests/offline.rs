@@ -1471,7 +1471,7 @@ async fn accounts_take_their_keys_from_the_command_line() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let manifests = format!(
-        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: ours}}\nspec: {{secretName: ours-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: ours}}\nspec: {{name: app, secretName: ours-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  name: app\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
         billing.base_url(),
         billing.transmission_url()
     );
@@ -1510,12 +1510,28 @@ async fn accounts_take_their_keys_from_the_command_line() {
     let names = |s: &Simulator| -> Vec<String> {
         s.snapshot().api_keys.into_iter().map(|k| k.name).collect()
     };
-    assert_eq!(names(&sim), ["ours"]);
-    assert_eq!(names(&billing), ["invoices"]);
+    // One name, two companies: two objects, no claim conflict.
+    assert_eq!(names(&sim), ["app"]);
+    assert_eq!(names(&billing), ["app"]);
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("billing-company-key"),
         "the key never shows"
     );
+
+    let twice = run_binary(
+        &[
+            "plan",
+            "-f",
+            file,
+            "--account",
+            &account,
+            "--account",
+            &account,
+        ],
+        Some(&sim),
+    )
+    .await;
+    assert_eq!(twice.status.code(), Some(2), "an account's key given twice");
 
     let again = run_binary(&["plan", "-f", file, "--account", &account], Some(&sim)).await;
     let text = String::from_utf8_lossy(&again.stdout);

@@ -461,6 +461,11 @@ async fn deletion_goes_through_the_named_account_and_waits_for_it() {
     keys.delete("gone", &Default::default()).await.unwrap();
     let waiting = key_ready(&env, "default", "gone", "False", "AccountNotReady").await;
     assert!(waiting.metadata.deletion_timestamp.is_some());
+    let message = ready_message(&waiting);
+    assert!(
+        message.contains("deleting the object at the service failed"),
+        "the deletion was tried and waits: {message}"
+    );
     assert!(second.snapshot().api_keys.iter().any(|k| k.id == id));
 
     create(&accounts, &account).await;

@@ -122,7 +122,7 @@ fn refused_key<S: Clone>(
             credential: (id, name),
             shown,
             ..
-        } => {
+        } if !failure.is_by_account_key() => {
             usage.service.refuse_credential(*id);
             let advice = format!(
                 "the service refused API key {id} \"{name}\", the operator's credential inside the sub account of {shown} (deleted, or its allowed IPs exclude the operator); {shown} shows what to do. Nothing outside this sub account is affected; checked again at the next resync"

@@ -127,11 +127,13 @@ pub async fn find_managed<K: Managed>(
     let doing = format!("listing {}s", K::NOUN);
     let external_id = super::claims::external_id(obj);
     let since = newer_than(obj, old.id());
-    let list = fresh().await.map_err(|e| Failure::api(e, &doing, old))?;
+    // The lists are read with the account's own key, wherever the resource is placed.
+    let failed = |e| Failure::api(e, &doing, old).by_account_key();
+    let list = fresh().await.map_err(failed)?;
     let list = if list.doubt(since, |items| {
         needs_newer_list(&K::lookup(desired, external_id, old.id(), items))
     }) {
-        fresh().await.map_err(|e| Failure::api(e, &doing, old))?
+        fresh().await.map_err(failed)?
     } else {
         list
     };

@@ -67,6 +67,9 @@ pub struct Failure<S> {
     /// The service refused a create for certain: nothing was created, so the pending marker
     /// written before it goes.
     create_refused: bool,
+    /// The failed call was made with the account's own key (a list read), whatever the
+    /// resource's placement: a 401 is the account's.
+    by_account_key: bool,
 }
 
 impl<S: Clone> Failure<S> {
@@ -83,6 +86,7 @@ impl<S: Clone> Failure<S> {
             error: Some(Error::Api(e)),
             recheck_at_resync,
             create_refused: false,
+            by_account_key: false,
         })
     }
 
@@ -102,6 +106,18 @@ impl<S: Clone> Failure<S> {
             };
         }
         self
+    }
+
+    /// The same failure, marked as a call made with the account's own key (see
+    /// [`super::converge`]'s attribution of a 401).
+    pub fn by_account_key(mut self: Box<Self>) -> Box<Self> {
+        self.by_account_key = true;
+        self
+    }
+
+    /// Whether the failed call was made with the account's own key.
+    pub fn is_by_account_key(&self) -> bool {
+        self.by_account_key
     }
 
     /// Whether the failure is the service's 401.
@@ -128,6 +144,7 @@ impl<S: Clone> Failure<S> {
             error: Some(Error::Kube(e)),
             recheck_at_resync: false,
             create_refused: false,
+            by_account_key: false,
         })
     }
 
@@ -150,6 +167,7 @@ impl<S: Clone> Failure<S> {
             error: None,
             recheck_at_resync: true,
             create_refused: false,
+            by_account_key: false,
         })
     }
 
@@ -175,6 +193,7 @@ impl<S: Clone> Failure<S> {
             error: None,
             recheck_at_resync: true,
             create_refused: false,
+            by_account_key: false,
         })
     }
 
@@ -186,6 +205,7 @@ impl<S: Clone> Failure<S> {
             error: None,
             recheck_at_resync: false,
             create_refused: false,
+            by_account_key: false,
         })
     }
 }
@@ -453,6 +473,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
                     error,
                     recheck_at_resync,
                     create_refused,
+                    ..
                 } = *f;
                 (
                     outcome,

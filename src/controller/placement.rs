@@ -183,9 +183,13 @@ pub async fn place<K: Managed>(
 }
 
 /// The account's client calling as the credential of `sub`'s sub account `id`, `None` when there
-/// is none to be had (the list failed, no usable key).
+/// is none to be had (the list failed, no usable key, or the service refused it: see
+/// [`super::cache::AccountCache::credential_refused`]).
 async fn credential_client(usage: &Usage, sub: &SubAccount, id: i64) -> Option<Client> {
     let key = find_credential(&usage.service, sub, id).await.ok()?.ok()?;
+    if usage.service.credential_refused(key.id) {
+        return None;
+    }
     usage.service.client().calling_as(key.key).ok()
 }
 
@@ -234,6 +238,7 @@ pub async fn for_cleanup<K: Managed>(
     let Some((sub, id)) = sub.and_then(|s| s.status.as_ref()?.id.map(|id| (s, id))) else {
         return (company, None);
     };
+    // A credential the service refused is no use for a cleanup either.
     match credential_client(usage, &sub, id).await {
         Some(client) => (client, Some(id)),
         None => (company, Some(id)),

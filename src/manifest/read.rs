@@ -494,7 +494,11 @@ pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
 /// the same API object (natural key), and references to SubAccounts that are not in the set.
 fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
     let mut objects: HashMap<(String, String, String), &Source> = HashMap::new();
-    let mut natural: HashMap<(&'static str, String), (&Source, String)> = HashMap::new();
+    // A natural key names one object within an account (and an API key's within its sub
+    // account: key names repeat across sub accounts).
+    let mut natural: HashMap<(&'static str, String, String, String), (&Source, String)> =
+        HashMap::new();
+    let mut sub_accounts: HashMap<(String, String), String> = HashMap::new();
     let mut secrets: HashMap<(String, String), (&Source, String)> = HashMap::new();
     for loaded in resources {
         let r = &loaded.resource;
@@ -526,9 +530,21 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
                 });
             }
         }
+        let account = crate::offline::accounts::of(r);
+        let placed = match r {
+            Resource::ApiKey(k) => (k.spec.sub_account_ref.as_ref())
+                .map(|s| format!("{}/{}", s.namespace_or(r.namespace()), s.name))
+                .unwrap_or_default(),
+            Resource::SubAccount(_) => {
+                let at = (r.namespace().to_string(), r.name().to_string());
+                sub_accounts.insert(at, account.clone());
+                String::new()
+            }
+            Resource::SendingDomain(_) => String::new(),
+        };
         let (field, natural_key) = crate::engine::validate::natural_key(r);
         if let Some((first, first_id)) = natural.insert(
-            (r.kind(), natural_key.clone()),
+            (r.kind(), account, placed, natural_key.clone()),
             (&loaded.source, id.clone()),
         ) {
             errors.push(ManifestError {
@@ -549,7 +565,21 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
             let ns = reference
                 .namespace_or(loaded.resource.namespace())
                 .to_string();
-            if !objects.contains_key(&("SubAccount".into(), ns.clone(), reference.name.clone())) {
+            let object = Some(format!(
+                "{} \"{}\"",
+                loaded.resource.kind(),
+                loaded.resource.name()
+            ));
+            let theirs = sub_accounts.get(&(ns.clone(), reference.name.clone()));
+            let ours = crate::offline::accounts::of(&loaded.resource);
+            if let Some(theirs) = theirs.filter(|theirs| **theirs != ours) {
+                errors.push(ManifestError {
+                    source: Some(loaded.source.clone()),
+                    object,
+                    field: Some("spec.accountRef".into()),
+                    message: format!("the account is {ours:?} but SubAccount \"{}\" in namespace \"{ns}\" is managed through {theirs:?}: name the same account", reference.name),
+                });
+            } else if theirs.is_none() {
                 errors.push(ManifestError {
                     source: Some(loaded.source.clone()),
                     object: Some(format!(

@@ -140,7 +140,10 @@ fn flags_of(account: &str, set: &ManifestSet, api: &ApiArgs, keys: &[AccountKey]
         flags.api_key = None;
         flags.api_key_file = Some(key.file.clone());
     }
-    if let Some((_, connection)) = set.accounts.iter().find(|(name, _)| name == account) {
+    // The default account's addresses are the flags' (the chart's ClusterAccount `default`
+    // among the files does not move --api-key elsewhere).
+    let manifest = set.accounts.iter().find(|(name, _)| name == account);
+    if let Some((_, connection)) = manifest.filter(|_| account != DEFAULT) {
         if let Ok(url) = connection.api_url.parse() {
             flags.api_url = url;
         }

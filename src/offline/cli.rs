@@ -39,6 +39,13 @@ impl PlanArgs {
     /// Errors: invalid manifests (every problem listed).
     fn load(&self) -> Result<manifest::ManifestSet, CliError> {
         let names: Vec<String> = self.accounts.iter().map(|a| a.name.clone()).collect();
+        if let Some(twice) =
+            (names.iter().enumerate()).find_map(|(i, n)| names[..i].contains(n).then_some(n))
+        {
+            return Err(CliError::Config(format!(
+                "--account {twice}=@... is given twice: give each account's key once"
+            )));
+        }
         let set = manifest::load_with(&self.files, &names)?;
         report_skipped(&set);
         Ok(set)
