@@ -691,22 +691,8 @@ async fn each_tenant_works_inside_its_own_sub_account() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_credential_is_reserved_and_its_loss_is_shown() {
     // A short resync: the loss is seen at the next one (the cached key list is that old).
-    let env = Env::start_with(Options {
-        resync: Duration::from_secs(2),
-        ..Default::default()
-    })
-    .await;
-    for ns in ["platform", "team-a"] {
-        namespace(&env, ns, &[]).await;
-    }
-    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
-    create(
-        &subs,
-        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: tenant-a, namespace: platform}\nspec:\n  allowedNamespaces: {matchLabels: {kubernetes.io/metadata.name: team-a}}\n",
-    )
-    .await;
-    let sub: SubAccount = ready(&env, "platform", "tenant-a", "True", "Available").await;
-    let credential = sub.status.unwrap().credential.expect("credential shown");
+    let env = short_resync_env(&["team-a"]).await;
+    let credential = tenant(&env, "a").await;
     let inside = "  subAccountRef: {name: tenant-a, namespace: platform}\n";
     api_key(&env, "team-a", "app", inside).await;
     key_ready(&env, "team-a", "app", "True", "Available").await;
@@ -781,33 +767,11 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_on_one_sub_account_leaves_the_others_converging() {
     // A short resync: the SubAccount checks a refused credential at its next reconcile.
-    let env = Env::start_with(Options {
-        resync: Duration::from_secs(2),
-        ..Default::default()
-    })
-    .await;
-    for ns in ["platform", "team-a", "team-b"] {
-        namespace(&env, ns, &[]).await;
-    }
+    let env = short_resync_env(&["team-a", "team-b"]).await;
     let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
     let mut credentials = Vec::new();
     for team in ["a", "b"] {
-        create(
-            &subs,
-            &format!(
-                "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: tenant-{team}, namespace: platform}}\nspec:\n  allowedNamespaces: {{matchLabels: {{kubernetes.io/metadata.name: team-{team}}}}}\n"
-            ),
-        )
-        .await;
-        let sub: SubAccount = ready(
-            &env,
-            "platform",
-            &format!("tenant-{team}"),
-            "True",
-            "Available",
-        )
-        .await;
-        credentials.push(sub.status.unwrap().credential.expect("credential shown").id);
+        credentials.push(tenant(&env, team).await.id);
         let inside = format!(
             "  name: app-{team}\n  subAccountRef: {{name: tenant-{team}, namespace: platform}}\n"
         );
@@ -872,4 +836,33 @@ async fn a_401_on_one_sub_account_leaves_the_others_converging() {
     key_ready(&env, "team-a", "app", "True", "Available").await;
     assert_eq!(permission_type("app-a").as_deref(), Some("sending"));
     env.stop().await;
+}
+
+/// An operator with a 2 s resync, and the namespaces `platform` and `teams`.
+async fn short_resync_env(teams: &[&str]) -> Env {
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    for ns in std::iter::once(&"platform").chain(teams) {
+        namespace(&env, ns, &[]).await;
+    }
+    env
+}
+
+/// Creates SubAccount `platform/tenant-<team>` allowing namespace `team-<team>`, waits until it
+/// is Ready and returns its credential as its status shows it.
+async fn tenant(env: &Env, team: &str) -> mailtarget_operator::crd::subaccount::NamedId {
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
+    create(
+        &subs,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: tenant-{team}, namespace: platform}}\nspec:\n  allowedNamespaces: {{matchLabels: {{kubernetes.io/metadata.name: team-{team}}}}}\n"
+        ),
+    )
+    .await;
+    let name = format!("tenant-{team}");
+    let sub: SubAccount = ready(env, "platform", &name, "True", "Available").await;
+    sub.status.unwrap().credential.expect("credential shown")
 }
