@@ -422,9 +422,12 @@ async fn a_null_account_ref_is_the_default() {
     env.stop().await;
 }
 
-/// Deleting a resource deletes its object through the account it names; while that account is
-/// gone, the deletion waits with the finalizer in place and says why in `Ready`, and completes
-/// once the account is back.
+/// Deleting a resource deletes its object through the account it names; while that account
+/// cannot be used (its credentials Secret gone), the deletion waits with the finalizer in
+/// place and says why in `Ready`, and completes once the Secret is back. An Account in use
+/// carries the in-use finalizer: deleting it leaves it in place (`Deleting`, naming the
+/// resource that uses it, which gets no new work through it) until that resource is deleted
+/// through it; then it goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_goes_through_the_named_account_and_waits_for_it() {
     let env = env().await;
@@ -439,22 +442,18 @@ async fn deletion_goes_through_the_named_account_and_waits_for_it() {
         second.transmission_url()
     );
     let made = create(&accounts, &account).await;
-    api_key(
-        &env,
-        "default",
-        "gone",
-        "  accountRef: {kind: Account, name: billing}\n",
-    )
-    .await;
+    let through = "  accountRef: {kind: Account, name: billing}\n";
+    api_key(&env, "default", "gone", through).await;
     let key = key_ready(&env, "default", "gone", "True", "Available").await;
     let id = key.status.as_ref().unwrap().id.unwrap();
+    wait_for(&accounts, "billing", "in use", in_use).await;
 
-    accounts
-        .delete("billing", &Default::default())
+    let secrets: Api<Secret> = env.api();
+    secrets
+        .delete("billing-key", &Default::default())
         .await
         .unwrap();
-    common::wait_deleted(&accounts, "billing", made.metadata.uid.as_deref().unwrap()).await;
-    // The operator has seen the account go (its watch may lag the API server's answer): the
+    // The operator has seen the account fail (its Secret watch may lag the API server): the
     // key, reconciled as a dependent of the account, says so before its deletion starts.
     key_ready(&env, "default", "gone", "False", "AccountNotReady").await;
     let keys: Api<ApiKey> = env.api();
@@ -468,14 +467,48 @@ async fn deletion_goes_through_the_named_account_and_waits_for_it() {
     );
     assert!(second.snapshot().api_keys.iter().any(|k| k.id == id));
 
-    create(&accounts, &account).await;
+    put_secret(&env, "default", "billing-key", "second-company-key").await;
     common::wait_deleted(&keys, "gone", key.metadata.uid.as_deref().unwrap()).await;
     assert!(!second.snapshot().api_keys.iter().any(|k| k.id == id));
+    wait_for(&accounts, "billing", "no longer in use", |a| !in_use(a)).await;
+
+    // Deleting the Account while a key uses it: the Account stays until the key is gone.
+    api_key(&env, "default", "last", through).await;
+    let last = key_ready(&env, "default", "last", "True", "Available").await;
+    let last_id = last.status.as_ref().unwrap().id.unwrap();
+    wait_for(&accounts, "billing", "in use", in_use).await;
+    accounts
+        .delete("billing", &Default::default())
+        .await
+        .unwrap();
+    let deleting = wait_for(&accounts, "billing", "Deleting", |a| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| ready_is(a, &s.conditions, "False", Some("Deleting")))
+    })
+    .await;
+    let message = (deleting.status.unwrap().conditions.into_iter())
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message;
+    assert!(message.contains("ApiKey default/last"), "{message}");
+    let refused = key_ready(&env, "default", "last", "False", "AccountNotReady").await;
+    assert!(ready_message(&refused).contains("is being deleted"));
+    keys.delete("last", &Default::default()).await.unwrap();
+    common::wait_deleted(&keys, "last", last.metadata.uid.as_deref().unwrap()).await;
+    assert!(!second.snapshot().api_keys.iter().any(|k| k.id == last_id));
+    common::wait_deleted(&accounts, "billing", made.metadata.uid.as_deref().unwrap()).await;
     assert!(
         service_writes(&env.sim).is_empty(),
         "nothing written at the default company"
     );
     env.stop().await;
+}
+
+/// True when Account `a` carries the in-use finalizer.
+fn in_use(a: &mailtarget_operator::crd::Account) -> bool {
+    use kube::ResourceExt;
+    a.finalizers().iter().any(|f| f == "mailtarget.co/in-use")
 }
 
 /// The create-pending marker is trusted only as the operator wrote it: a user who writes one
@@ -762,8 +795,9 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
 /// it, never on the company account). The service refuses tenant a's credential (its allowed IPs
 /// exclude the operator; the key is still listed): a change to team a's key is
 /// `Stalled/CredentialRefused` naming the SubAccount, which shows `CredentialRefused` at its
-/// next resync, while the same change to team b's key converges. Once the credential is
-/// accepted again, both come back and team a's change lands.
+/// next resync, while the same change to team b's key converges, and deleting another key of
+/// team a meanwhile goes through the company key. Once the credential is accepted again, both
+/// come back and team a's change lands.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_401_on_one_sub_account_leaves_the_others_converging() {
     // A short resync: the SubAccount checks a refused credential at its next reconcile.
@@ -778,6 +812,12 @@ async fn a_401_on_one_sub_account_leaves_the_others_converging() {
         api_key(&env, &format!("team-{team}"), "app", &inside).await;
         key_ready(&env, &format!("team-{team}"), "app", "True", "Available").await;
     }
+    let inside_a = "  subAccountRef: {name: tenant-a, namespace: platform}\n";
+    let old = api_key(&env, "team-a", "old", inside_a).await;
+    let old_id = (key_ready(&env, "team-a", "old", "True", "Available").await)
+        .status
+        .and_then(|s| s.id)
+        .unwrap();
     let permission_type = |name: &str| {
         (env.sim.snapshot().api_keys.into_iter())
             .find(|k| k.name == name)
@@ -827,6 +867,19 @@ async fn a_401_on_one_sub_account_leaves_the_others_converging() {
     let s = other.status.as_ref().unwrap();
     assert!(ready_is(&other, &s.conditions, "True", Some("Available")));
 
+    // Deleting a key inside tenant a meanwhile goes through the company key: no cleanup waits
+    // on the refused credential.
+    env.sim.clear_request_log();
+    let keys_a: Api<ApiKey> = Api::namespaced(env.kube.clone(), "team-a");
+    keys_a.delete("old", &Default::default()).await.unwrap();
+    common::wait_deleted(&keys_a, "old", old.metadata.uid.as_deref().unwrap()).await;
+    assert!(!env.sim.snapshot().api_keys.iter().any(|k| k.id == old_id));
+    let deletes: Vec<u16> = (env.sim.request_log().into_iter())
+        .filter(|r| r.method == "DELETE" && r.path == format!("/api-key/{old_id}"))
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(deletes, [200], "one delete, accepted");
+
     // Accepted again: the SubAccount is Ready and team a's change lands.
     env.api
         .update_api_key(credentials[0], &restrict(""))
@@ -865,4 +918,139 @@ async fn tenant(env: &Env, team: &str) -> mailtarget_operator::crd::subaccount::
     let name = format!("tenant-{team}");
     let sub: SubAccount = ready(env, "platform", &name, "True", "Available").await;
     sub.status.unwrap().credential.expect("credential shown")
+}
+
+/// Deleting whole namespaces leaves nothing stuck and nothing behind (the Kubernetes namespace
+/// controller deletes every object in them at once, in no set order): team a's key and domain,
+/// created inside tenant a's sub account (its SubAccount in another namespace), are deleted at
+/// the service; team b's namespace holds everything itself (an Account of a second company
+/// with its credentials Secret, a SubAccount through it, a key inside that sub account and one
+/// directly through the Account): the Account is held by its in-use finalizer until its users
+/// are cleaned up through it, with the last key that passed its check although its Secret went
+/// first; the keys are deleted and the sub account deactivated at the second company. Both
+/// namespaces end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_namespaces_leaves_nothing_stuck() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let env = env().await;
+    let second = Simulator::start(SimulatorConfig::new("second-company-key"))
+        .await
+        .unwrap();
+    for ns in ["platform", "team-a", "team-b"] {
+        namespace(&env, ns, &[]).await;
+    }
+    tenant(&env, "a").await;
+    let inside_a = "  subAccountRef: {name: tenant-a, namespace: platform}\n";
+    api_key(&env, "team-a", "app", inside_a).await;
+    let domains: Api<SendingDomain> = Api::namespaced(env.kube.clone(), "team-a");
+    create(
+        &domains,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {{name: mail, namespace: team-a}}\nspec:\n  domain: mail.team-a.example.com\n  dkimPrivateKeySecretName: mail-dkim\n{inside_a}"
+        ),
+    )
+    .await;
+
+    put_secret(&env, "team-b", "own-key", "second-company-key").await;
+    let accounts: Api<mailtarget_operator::crd::Account> =
+        Api::namespaced(env.kube.clone(), "team-b");
+    create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: own, namespace: team-b}}\nspec:\n  credentials: {{secretRef: {{name: own-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+            second.base_url(),
+            second.transmission_url()
+        ),
+    )
+    .await;
+    let through = "  accountRef: {kind: Account, name: own}\n";
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "team-b");
+    create(
+        &subs,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: shop, namespace: team-b}}\nspec:\n  deletionPolicy: Deactivate\n{through}"
+        ),
+    )
+    .await;
+    api_key(&env, "team-b", "direct", through).await;
+    api_key(
+        &env,
+        "team-b",
+        "inside",
+        &format!("{through}  subAccountRef: {{name: shop}}\n"),
+    )
+    .await;
+
+    ready::<ApiKey>(&env, "team-a", "app", "True", "Available").await;
+    ready::<SendingDomain>(&env, "team-a", "mail", "True", "Verified").await;
+    ready::<SubAccount>(&env, "team-b", "shop", "True", "Available").await;
+    ready::<ApiKey>(&env, "team-b", "direct", "True", "Available").await;
+    ready::<ApiKey>(&env, "team-b", "inside", "True", "Available").await;
+    wait_for(&accounts, "own", "in use", in_use).await;
+    let first = env.sim.snapshot();
+    let tenant_a = (first.sub_accounts.iter())
+        .find(|s| s.name == "tenant-a")
+        .unwrap()
+        .id;
+    let inside_tenant_a = |state: &mailtarget_operator::simulator::SimulatorState| {
+        let mut names: Vec<String> = (state.api_keys.iter())
+            .filter(|k| k.sub_account_id == tenant_a)
+            .map(|k| k.name.clone())
+            .collect();
+        names.extend(
+            (state.sending_domains.iter())
+                .filter(|d| d.sub_account_id == tenant_a)
+                .map(|d| d.domain.clone()),
+        );
+        names.sort();
+        names
+    };
+    assert_eq!(
+        inside_tenant_a(&first),
+        ["app", "mail.team-a.example.com", "mailtarget-operator"]
+    );
+
+    // The Account's Secret goes first (the namespace controller deletes in no set order, and
+    // the operator's watches may see the Account's deletion after its Secret's): the cleanups
+    // through it then use the last key that passed its check.
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-b");
+    secrets
+        .delete("own-key", &Default::default())
+        .await
+        .unwrap();
+    wait_for(&accounts, "own", "CredentialsNotFound", |a| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| ready_is(a, &s.conditions, "False", Some("CredentialsNotFound")))
+    })
+    .await;
+    let namespaces: Api<Namespace> = Api::all(env.kube.clone());
+    let mut uids = Vec::new();
+    for ns in ["team-a", "team-b"] {
+        uids.push(namespaces.get(ns).await.unwrap().metadata.uid.unwrap());
+        namespaces.delete(ns, &Default::default()).await.unwrap();
+    }
+    for (ns, uid) in ["team-a", "team-b"].iter().zip(&uids) {
+        common::wait_deleted(&namespaces, ns, uid).await;
+    }
+
+    assert_eq!(
+        inside_tenant_a(&env.sim.snapshot()),
+        ["mailtarget-operator"],
+        "team a's key and domain are deleted inside tenant a; the credential stays"
+    );
+    let at_second = second.snapshot();
+    let keys: Vec<&str> = (at_second.api_keys.iter())
+        .map(|k| k.name.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["mailtarget-operator"],
+        "team b's keys are deleted; the sub account's credential stays with it"
+    );
+    let shop = (at_second.sub_accounts.iter())
+        .find(|s| s.name == "shop")
+        .unwrap();
+    assert_eq!(shop.status, "inactive", "the sub account is deactivated");
+    env.stop().await;
 }

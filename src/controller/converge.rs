@@ -592,6 +592,7 @@ async fn usage_of<K: Managed>(
     let needs = Needs {
         adoption,
         company_key: K::NEEDS_COMPANY_KEY,
+        cleanup: obj.meta().deletion_timestamp.is_some(),
     };
     let namespace = obj.namespace().unwrap_or_default();
     ctx.accounts

@@ -291,9 +291,14 @@ impl Operator {
         // that reference a changed sub account. Each cache takes every version of its objects;
         // only the changes that are inputs to a reconcile start one (`own_changes`: not the
         // operator's status writes).
+        // Each managed kind's watch also tells the Accounts its resources use when their
+        // in-use protection may change (see `accounts::in_use`).
+        let (in_use, in_use_starts) = accounts::in_use::InUseTrigger::channel();
         let (keys_store, keys_writer) = reflector::store::<ApiKey>();
         let _ = self.ctx.claims.api_keys.set(keys_store.clone());
+        let keys_in_use = in_use.clone();
         let key_events = until_stopped(self.cached_watch(keys_writer), stop())
+            .inspect(move |event| keys_in_use.note(event))
             .applied_objects()
             .predicate_filter(own_changes(), Default::default());
 
@@ -308,11 +313,13 @@ impl Operator {
         let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
         let (referencing, keys_of_subs, domains_of_subs) =
             Referencing::channel(keys_store.clone(), domains_store.clone());
+        let subs_in_use = in_use.clone();
         let sub_events = until_stopped(self.cached_watch(subs_writer), stop())
             .inspect(move |event| {
                 if let Some(sub) = touched(event) {
                     referencing.trigger(sub);
                 }
+                subs_in_use.note(event);
             })
             .applied_objects()
             .predicate_filter(own_changes(), Default::default());
@@ -342,7 +349,9 @@ impl Operator {
             )
             .for_each(|_| async {});
 
+        let domains_in_use = in_use.clone();
         let domain_events = until_stopped(self.cached_watch(domains_writer), stop())
+            .inspect(move |event| domains_in_use.note(event))
             .applied_objects()
             .predicate_filter(own_changes(), Default::default());
         let domains = Controller::for_stream(domain_events, domains_store.clone())
@@ -402,6 +411,7 @@ impl Operator {
                     .unwrap_or_else(|| self.ctx.kube.default_namespace().to_owned()),
                 template,
                 concurrency: self.concurrency,
+                in_use: (in_use, in_use_starts),
             },
             stop,
         );

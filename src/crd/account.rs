@@ -277,7 +277,8 @@ pub struct AccountStatus {
     pub observed_generation: Option<i64>,
     /// `Ready` (`True` after an authenticated call succeeded with the current credentials;
     /// reasons when not: `CredentialsNotFound`, `CredentialsInvalid`, `Unauthorized`,
-    /// `Unreachable`, `ApiRejected`, `InvalidSpec`), `Reconciling`, `Stalled`.
+    /// `Unreachable`, `ApiRejected`, `InvalidSpec`; `Deleting` while an Account being deleted
+    /// waits for the resources that use it), `Reconciling`, `Stalled`.
     #[serde(default)]
     #[schemars(schema_with = "super::schema::conditions")]
     pub conditions: Vec<Condition>,

@@ -273,8 +273,10 @@ async fn operator_requests() -> Vec<Sent> {
     .await;
     create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: sender}\nspec: {secretName: sender-key, subAccountRef: {name: team-c}}\n").await;
     create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: ci}\nspec: {name: ci, secretName: ci-key}\n").await;
+    // Through the Account: it carries the in-use finalizer while the key exists.
+    create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: billing}\nspec: {secretName: billing-key, accountRef: {kind: Account, name: company}}\n").await;
     create(&domains, "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: mail}\nspec: {domain: mail.example.com, dkimPrivateKeySecretName: mail-dkim}\n").await;
-    for name in ["sender", "ci"] {
+    for name in ["sender", "ci", "billing"] {
         wait_for(&keys, name, "Ready", |k: &ApiKey| {
             k.status.as_ref().is_some_and(|st| ready(k, &st.conditions))
         })
@@ -310,7 +312,11 @@ async fn operator_requests() -> Vec<Sent> {
     .await;
 
     // Deletion: finalizers removed after cleanup.
-    for name in ["ci", "sender", "waiting"] {
+    wait_for(&accounts, "company", "in use", |a: &Account| {
+        a.finalizers().iter().any(|f| f == "mailtarget.co/in-use")
+    })
+    .await;
+    for name in ["ci", "sender", "waiting", "billing"] {
         let uid = keys.get(name).await.expect("key").uid().unwrap_or_default();
         keys.delete(name, &DeleteParams::default())
             .await
@@ -338,6 +344,10 @@ async fn operator_requests() -> Vec<Sent> {
         .await
         .expect("delete sub account");
     wait_deleted(&subs, "team-c", &uid).await;
+    wait_for(&accounts, "company", "no longer in use", |a: &Account| {
+        !a.finalizers().iter().any(|f| f == "mailtarget.co/in-use")
+    })
+    .await;
 
     let _ = stop_tx.send(());
     super::common::await_stopped(task).await;

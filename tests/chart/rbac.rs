@@ -207,6 +207,13 @@ pub const CALLS: &[Call] = &[
     ),
     call(
         MT,
+        "accounts",
+        "patch",
+        W,
+        "controller::accounts::in_use::protect: adds/removes mailtarget.co/in-use while managed resources use the Account (merge patch)",
+    ),
+    call(
+        MT,
         "accounts/status",
         "patch",
         W,
@@ -541,9 +548,10 @@ fn table_matches_the_crds() {
         resources.insert(plural.to_string());
         // The managed kinds carry a finalizer and identity annotations, and a SubAccount is read
         // when its cache lacks one a reference names; the account kinds are only watched (their
-        // status aside).
+        // status aside), but an Account in use carries the in-use finalizer.
         let verbs: &[&str] = match plural {
-            "clusteraccounts" | "accounts" => &["list", "watch"],
+            "clusteraccounts" => &["list", "watch"],
+            "accounts" => &["list", "watch", "patch"],
             "subaccounts" => &["get", "list", "watch", "patch"],
             _ => &["list", "watch", "patch"],
         };

@@ -176,6 +176,11 @@ derives the operator's API calls and checks these rules allow each of them and n
 - apiGroups: ["mailtarget.co"]
   resources: ["subaccounts"]
   verbs: ["get"]
+# An Account in use by managed resources carries the finalizer mailtarget.co/in-use (merge patch
+# of the object), so that deleting it or its namespace waits for their cleanups.
+- apiGroups: ["mailtarget.co"]
+  resources: ["accounts"]
+  verbs: ["patch"]
 # The finalizer mailtarget.co/finalizer is added and removed with a JSON patch of the object; the
 # identity annotations (mailtarget.co/external-id, mailtarget.co/create-pending) are written, and
 # the object's resourceVersion checked before a call to the service, with merge patches.

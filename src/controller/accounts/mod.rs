@@ -8,7 +8,8 @@
 //! and learns the key's scope. It never writes to the service. The outcome goes to `status`
 //! (`Ready` with reasons `Authenticated`, `CredentialsNotFound`, `CredentialsInvalid`,
 //! `Unauthorized`, `Unreachable`, `ApiRejected`, `InvalidSpec`; `Reconciling`, `Stalled` as for
-//! the other kinds) and to the registry.
+//! the other kinds) and to the registry. An Account in use carries an in-use finalizer, and one
+//! being deleted waits for its users, `Deleting` (see [`in_use`]).
 //!
 //! What starts a check: the account's creation or a change of its spec (its own status writes do
 //! not: the watch is filtered on `metadata.generation`), any change of a Secret it references
@@ -25,6 +26,7 @@
 
 mod check;
 mod dependents;
+pub mod in_use;
 mod memo;
 pub mod registry;
 mod triggers;
@@ -39,7 +41,7 @@ use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, reflector};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 
 pub use registry::{AccountHandle, AccountName, AccountRegistry, DEFAULT_ACCOUNT, Resolved};
@@ -82,6 +84,10 @@ trait AccountObject:
     fn recorded_secret_namespace(&self, _operator_namespace: &str) -> Option<String> {
         None
     }
+    /// The object as an `Account`, the kind with in-use protection ([`in_use`]).
+    fn as_account(&self) -> Option<&Account> {
+        None
+    }
 }
 
 impl AccountObject for ClusterAccount {
@@ -115,6 +121,9 @@ impl AccountObject for Account {
     fn secret_namespace(&self, _operator_namespace: &str) -> String {
         self.namespace().unwrap_or_default()
     }
+    fn as_account(&self) -> Option<&Account> {
+        Some(self)
+    }
     fn api(&self, kube: &kube::Client) -> Api<Self> {
         Api::namespaced(kube.clone(), &self.namespace().unwrap_or_default())
     }
@@ -131,10 +140,39 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
     let uid = super::context::object_uid(obj.as_ref());
     let generation = obj.meta().generation;
     let previous = registry.checked(&name, &uid);
+    // An Account being deleted while resources use it is checked as usual (a Secret fixed
+    // meanwhile is used), but its status says what it waits for (see `in_use`).
+    let waiting_for = match obj.as_account() {
+        Some(account) => match in_use::protect(ctx, account).await {
+            Ok(users) if account.meta().deletion_timestamp.is_some() => {
+                if users.is_empty() {
+                    // The finalizer is off: the object goes.
+                    return Ok(Action::await_change());
+                }
+                Some(users)
+            }
+            Ok(_) => None,
+            // The check goes on: the protection is tried again at the next reconcile.
+            Err(e) => {
+                tracing::warn!(account = %name, error = %e, "cannot update the Account's in-use finalizer");
+                None
+            }
+        },
+        None => None,
+    };
+    let deleting = obj.meta().deletion_timestamp.is_some();
     let last = registry.memo.get(&name, &uid);
     let checking = match check_one(ctx, obj.as_ref(), &name, &uid, previous.as_ref(), last).await? {
         Step::Checked(checking) => *checking,
-        Step::Unchanged { resync_in } => return Ok(Action::requeue(resync_in)),
+        Step::Unchanged { resync_in } => {
+            if let Some(users) = &waiting_for {
+                let found = found_in(obj.account_status());
+                let outcome = waiting(users);
+                let looked_in = obj.recorded_secret_namespace(operator_namespace(ctx));
+                writer::write(ctx, obj.as_ref(), &outcome, &found, looked_in).await?;
+            }
+            return Ok(Action::requeue(resync_in));
+        }
     };
     let Checking {
         outcome,
@@ -180,11 +218,20 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
             scope: found.scope,
             generation,
             usable: false,
+            last_good: None,
+            deleting,
         },
     );
     // Remembered (so that an unchanged account is not checked again) once its status is
     // written: a check whose write failed, or was refused, is made again.
     registry.memo.forget(&name);
+    let (outcome, found) = match &waiting_for {
+        // What the Account waits for; the scope its status shows stays unless the check
+        // found it again.
+        Some(users) if !outcome.is_ready() => (waiting(users), found_in(obj.account_status())),
+        Some(users) => (waiting(users), found),
+        None => (outcome, found),
+    };
     if !writer::write(ctx, obj.as_ref(), &outcome, &found, looked_in).await? {
         return Ok(Action::requeue(ctx.failure_backoff(&uid)));
     }
@@ -208,6 +255,31 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
     } else {
         Action::requeue(ctx.failure_backoff(&uid))
     })
+}
+
+/// The status outcome of an Account being deleted that waits for its `users` (see
+/// [`in_use`]): `Ready=False`, reason `Deleting`, naming them.
+fn waiting(users: &[String]) -> Outcome {
+    Outcome::Progressing {
+        reason: registry::DELETING,
+        message: format!(
+            "being deleted: waits until the {} resources using it are deleted, through it ({}); the finalizer {} stays until then, and new work through it is refused",
+            users.len(),
+            in_use::describe(users),
+            in_use::IN_USE_FINALIZER
+        ),
+    }
+}
+
+/// What the key's scope fields of `status` say, as a check would have found it.
+fn found_in(status: Option<&crate::crd::AccountStatus>) -> check::Found {
+    let old = status.cloned().unwrap_or_default();
+    check::Found {
+        scope: old.scope,
+        source: old.scope_source,
+        key_id: old.key_id,
+        sub_account: old.sub_account_id.zip(old.sub_account_name),
+    }
 }
 
 /// The `account` label of `name`'s API calls in the metrics: `ClusterAccount/<name>` or
@@ -381,6 +453,11 @@ pub(super) struct Scope {
     pub template: crate::api::ClientConfig,
     /// Checks run at once per kind.
     pub concurrency: u16,
+    /// The in-use trigger the managed kinds' watches feed, and the Accounts it starts.
+    pub in_use: (
+        in_use::InUseTrigger,
+        futures::channel::mpsc::UnboundedReceiver<kube::runtime::reflector::ObjectRef<Account>>,
+    ),
 }
 
 /// The two account controllers, the Secret and Namespace watches they need, until `stop`
@@ -395,6 +472,7 @@ where
         operator_namespace,
         template,
         concurrency,
+        in_use: (in_use_trigger, in_use_starts),
     } = scope;
     let registry = ctx.accounts.clone();
     let _ = registry.operator_namespace.set(operator_namespace.clone());
@@ -467,6 +545,7 @@ where
     // Accounts, in the watched namespaces.
     let (accounts, accounts_writer) = reflector::store::<Account>();
     let _ = registry.accounts.set(accounts.clone());
+    in_use_trigger.read_from(accounts.clone());
     let watched_ctx = ctx.clone();
     let index = account_index.clone();
     let account_watch = super::namespaces::watch(
@@ -485,7 +564,12 @@ where
             }
         })
         .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
+        // A change of finalizers too: the in-use finalizer taken off while a user came is put
+        // back (see `in_use`).
+        .predicate_filter(
+            predicates::generation.combine(predicates::finalizers),
+            Default::default(),
+        );
 
     // Secrets (metadata only) where account Secrets live, routed to the accounts naming them.
     let (router, cluster_trigger, account_trigger) =
@@ -520,6 +604,7 @@ where
         .for_each(log_queue_error);
     let account_controller = Controller::for_stream(account_events, accounts.clone())
         .reconcile_on(account_trigger)
+        .reconcile_on(in_use_starts.take_until(stop()))
         .with_config(config)
         .graceful_shutdown_on(stop())
         .run(reconcile::<Account>, super::common::error_policy, ctx)

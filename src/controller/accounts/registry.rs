@@ -24,6 +24,10 @@ use crate::crd::{Account, ClusterAccount, KeyScope};
 /// kind's cache has not listed yet.
 pub const PENDING: &str = "Pending";
 
+/// `Ready`'s reason in [`Resolved::NotReady`], for new work, of an Account being deleted (see
+/// [`super::in_use`]).
+pub const DELETING: &str = "Deleting";
+
 pub use crate::crd::account::DEFAULT_ACCOUNT;
 
 /// Names one account.
@@ -113,6 +117,14 @@ pub(super) struct Checked {
     /// same client (set by [`AccountRegistry::record`]), so one failed periodic check does
     /// not stop every resource of the account.
     pub usable: bool,
+    /// The account cache and key scope of the last check of this object that made it usable,
+    /// kept through later failed checks: what cleanups call with while the Account is being
+    /// deleted (its credentials Secret may be gone with its namespace; see
+    /// [`super::in_use`]). Set by [`AccountRegistry::record`].
+    pub last_good: Option<(Arc<AccountCache>, Option<KeyScope>)>,
+    /// The object was being deleted when checked (its resources are reconciled again when this
+    /// changes, so that new work through it is refused).
+    pub deleting: bool,
 }
 
 /// The accounts by name (see the module documentation).
@@ -218,19 +230,34 @@ impl AccountRegistry {
         self.operator_namespace.get().map(String::as_str)
     }
 
-    /// The account `name` names, as the caches and the last checks know it.
+    /// The account `name` names, as the caches and the last checks know it, for new work.
     pub fn resolve(&self, name: &AccountName) -> Resolved {
-        let uid = match name {
-            AccountName::Cluster(n) => self
-                .cluster_accounts
-                .get()
-                .and_then(|s| s.get(&ObjectRef::new(n)))
-                .map(|o| o.uid()),
-            AccountName::Namespaced { namespace, name } => self
-                .accounts
-                .get()
-                .and_then(|s| s.get(&ObjectRef::new(name).within(namespace)))
-                .map(|o| o.uid()),
+        self.resolve_for(name, false)
+    }
+
+    /// The account `name` names, for new work or (`cleanup`) for a resource's cleanup. An
+    /// Account being deleted (held by its in-use finalizer, see [`super::in_use`]) is
+    /// `NotReady` with reason [`DELETING`] for new work; cleanups get its last client that
+    /// passed a check, even after a failed check (its Secret deleted with its namespace).
+    pub fn resolve_for(&self, name: &AccountName, cleanup: bool) -> Resolved {
+        let (uid, deleting) = match name {
+            AccountName::Cluster(n) => (
+                self.cluster_accounts
+                    .get()
+                    .and_then(|s| s.get(&ObjectRef::new(n)))
+                    .map(|o| o.uid()),
+                false,
+            ),
+            AccountName::Namespaced { namespace, name } => {
+                let account = self
+                    .accounts
+                    .get()
+                    .and_then(|s| s.get(&ObjectRef::new(name).within(namespace)));
+                (
+                    account.as_ref().map(|o| o.uid()),
+                    account.is_some_and(|o| o.metadata.deletion_timestamp.is_some()),
+                )
+            }
         };
         let Some(uid) = uid else {
             // Absent from a cache that has not listed yet: not known to be absent.
@@ -260,17 +287,27 @@ impl AccountRegistry {
         };
         let checked = self.checked.read().unwrap_or_else(|p| p.into_inner());
         match checked.get(name) {
-            Some(c) if Some(&c.uid) == uid.as_ref() => match (&c.client, &c.service, c.usable) {
-                (Some(client), Some(service), true) => Resolved::Ready(AccountHandle {
-                    client: client.clone(),
-                    service: service.clone(),
-                    scope: c.scope,
-                    from_flags: false,
-                }),
-                _ => Resolved::NotReady {
-                    reason: c.reason.clone(),
-                },
+            Some(_) if deleting && !cleanup => Resolved::NotReady {
+                reason: DELETING.into(),
             },
+            Some(c) if Some(&c.uid) == uid.as_ref() => {
+                let usable = match (&c.service, c.usable) {
+                    (Some(service), true) => Some((service, c.scope)),
+                    _ if deleting => c.last_good.as_ref().map(|(s, scope)| (s, *scope)),
+                    _ => None,
+                };
+                match usable {
+                    Some((service, scope)) => Resolved::Ready(AccountHandle {
+                        client: service.client().clone(),
+                        service: service.clone(),
+                        scope,
+                        from_flags: false,
+                    }),
+                    None => Resolved::NotReady {
+                        reason: c.reason.clone(),
+                    },
+                }
+            }
             _ => Resolved::NotReady {
                 reason: PENDING.into(),
             },
@@ -352,6 +389,12 @@ impl AccountRegistry {
         entry.usable = entry.ready
             || (entry.reason == "Unreachable"
                 && previous.is_some_and(|p| p.uid == entry.uid && p.usable && same_client(p)));
+        entry.last_good = match (&entry.service, entry.usable) {
+            (Some(service), true) => Some((service.clone(), entry.scope)),
+            _ => previous
+                .filter(|p| p.uid == entry.uid)
+                .and_then(|p| p.last_good.clone()),
+        };
         let gives = |c: &Checked| {
             (
                 c.uid.clone(),
@@ -359,6 +402,7 @@ impl AccountRegistry {
                 c.service.as_ref().map(Arc::as_ptr),
                 c.scope,
                 c.generation,
+                c.deleting,
             )
         };
         let changed = previous.map(gives) != Some(gives(&entry));

@@ -70,6 +70,9 @@ pub struct Needs {
     /// The resource's kind needs a company key (a SubAccount: sub accounts are created and
     /// changed with the company's key).
     pub company_key: bool,
+    /// The resource is being deleted: an Account being deleted still serves its cleanup (see
+    /// [`super::in_use`]).
+    pub cleanup: bool,
 }
 
 /// True when `obj` asks to take over an object it does not own (`owned`: the id it owns): an
@@ -126,8 +129,17 @@ impl AccountRegistry {
         {
             return Err(refusal);
         }
-        let handle = match self.resolve_checked(&name).await {
+        let handle = match self.resolve_checked(&name, needs.cleanup).await {
             Resolved::Ready(handle) => handle,
+            Resolved::NotReady { reason } if reason == super::registry::DELETING => {
+                return Err(Refusal {
+                    reason: "AccountNotReady",
+                    message: format!(
+                        "{name} is being deleted (it waits for the resources that use it): nothing new is done through it. Delete this resource, or make it again naming another account"
+                    ),
+                    stalled: false,
+                });
+            }
             Resolved::NotReady { reason } => {
                 return Err(Refusal {
                     reason: "AccountNotReady",
@@ -250,13 +262,13 @@ impl AccountRegistry {
     /// [`AccountRegistry::resolve`], waiting (at most [`FIRST_LIST_WAIT`]) while the account
     /// exists but its first check has not been recorded yet (`Pending`: at start-up, or just
     /// created), so that resources do not flip to `AccountNotReady` for the moment a check takes.
-    async fn resolve_checked(&self, name: &AccountName) -> Resolved {
+    async fn resolve_checked(&self, name: &AccountName, cleanup: bool) -> Resolved {
         let deadline = tokio::time::Instant::now() + FIRST_LIST_WAIT;
         loop {
             let notified = self.checks.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match self.resolve(name) {
+            match self.resolve_for(name, cleanup) {
                 Resolved::NotReady { reason }
                     if reason == PENDING && tokio::time::Instant::now() < deadline =>
                 {
