@@ -258,16 +258,23 @@ impl Claims {
 /// Reason of the `Stalled` condition of a resource whose claim another resource holds.
 pub const CONFLICTING_OWNER: &str = "ConflictingOwner";
 
-/// The `ConflictingOwner` message for `obj`, whose claim `owner` holds.
+/// The `ConflictingOwner` message for `obj`, whose claim `owner` holds. An owner of another
+/// namespace is not named, nor the id of its object: the message is read by `obj`'s namespace,
+/// which learns only that the object is taken (product design, "Accounts and tenancy": a
+/// tenant learns nothing of another tenant's objects).
 pub fn conflict_message<K: Claimant>(obj: &K, owner: &K) -> String {
-    let owner_name = format!(
-        "{}/{}",
-        owner.namespace().unwrap_or_default(),
-        owner.name_any()
-    );
+    let theirs = owner.namespace() != obj.namespace();
+    let owner_name = match theirs {
+        true => "of another namespace".to_owned(),
+        false => format!(
+            "{}/{}",
+            owner.namespace().unwrap_or_default(),
+            owner.name_any()
+        ),
+    };
     let what = match owner.recorded_id() {
-        Some(id) => format!("{} {id}", K::NOUN),
-        None => format!("the same {}", K::NOUN),
+        Some(id) if !theirs => format!("{} {id}", K::NOUN),
+        _ => format!("the same {}", K::NOUN),
     };
     let me = format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any());
     format!(
@@ -484,5 +491,19 @@ mod tests {
         );
         assert!(m.contains("spec.name"), "{m}");
         assert!(m.contains("default/b"), "{m}");
+    }
+
+    /// An owner of another namespace is neither named nor given away by its object's id.
+    #[test]
+    fn another_namespace_owner_is_not_named() {
+        let a = key("a", "ci", 100, Some(7));
+        let mut b = key("b", "ci", 200, None).as_ref().clone();
+        b.metadata.namespace = Some("team-b".into());
+        let m = conflict_message(&b, a.as_ref());
+        assert!(
+            m.contains("ApiKey of another namespace already manages the same API key"),
+            "{m}"
+        );
+        assert!(!m.contains("default/a") && !m.contains('7'), "{m}");
     }
 }
