@@ -187,6 +187,10 @@ pub struct Elector {
     gate: LeaderGate,
     /// The Lease's spec as last seen, and when (monotonic) it was first seen so.
     observed: Option<(LeaseSpec, Instant)>,
+    /// The Lease as this replica last wrote it (`resourceVersion` and spec) while it holds it:
+    /// the next renewal writes over that version without reading first (client-go's
+    /// optimistic renewal); cleared when a renewal fails or the lead ends.
+    written: Option<(String, LeaseSpec)>,
 }
 
 /// How a try to take or renew the Lease ended.
@@ -210,6 +214,7 @@ impl Elector {
             settings,
             gate,
             observed: None,
+            written: None,
         }
     }
 
@@ -268,8 +273,9 @@ impl Elector {
         }
     }
 
-    fn lost(&self, why: Lost) -> Lost {
+    fn lost(&mut self, why: Lost) -> Lost {
         self.gate.set(None);
+        self.written = None;
         why
     }
 
@@ -278,6 +284,7 @@ impl Elector {
     /// logged: the Lease then runs out on its own.
     pub async fn release(&mut self, limit: Duration) {
         self.gate.set(None);
+        self.written = None;
         let release = async {
             let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
                 return Ok::<_, kube::Error>(false);
@@ -310,12 +317,31 @@ impl Elector {
         }
     }
 
-    /// One try of client-go's `tryAcquireOrRenew`: read the Lease (create it when missing);
-    /// when this replica holds it, or nobody does, or its record has not changed for a lease
-    /// duration, write this replica in with `renewTime` now.
+    /// One try of client-go's `tryAcquireOrRenew`. While this replica leads (the gate open), it
+    /// first writes `renewTime` now over the Lease as it last wrote it, without reading it (the
+    /// fast path: one request per renewal); the write carries that `resourceVersion`, so any
+    /// other write since (another replica's) makes it fail with 409. Otherwise, or when that
+    /// write fails, read the Lease (create it when missing); when this replica holds it, or
+    /// nobody does, or its record has not changed for a lease duration, write this replica in
+    /// with `renewTime` now.
     async fn try_acquire_or_renew(&mut self) -> Result<Try, kube::Error> {
         let sent = Instant::now();
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        if let Some((version, mut spec)) = self.written.take()
+            && self.gate.time_left().is_some()
+        {
+            spec.renew_time = Some(now.clone());
+            match self.write(Some(version), &spec).await {
+                Ok(written) => {
+                    self.remember(&written);
+                    return Ok(Try::Held(sent));
+                }
+                Err(e) => tracing::debug!(
+                    error = %e,
+                    "renewing the leader Lease without reading it failed; reading it"
+                ),
+            }
+        }
         let me = self.settings.identity.clone();
         let Some(mut lease) = self.api.get_opt(&self.settings.name).await? else {
             let mut lease = Lease::default();
@@ -330,7 +356,7 @@ impl Elector {
             });
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
-                    self.observe(created.spec.unwrap_or_default());
+                    self.remember(&created);
                     Ok(Try::Held(sent))
                 }
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Conflict),
@@ -369,12 +395,20 @@ impl Elector {
             .await
         {
             Ok(written) => {
-                self.observe(written.spec.unwrap_or_default());
+                self.remember(&written);
                 Ok(Try::Held(sent))
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Conflict),
             Err(e) => Err(e),
         }
+    }
+
+    /// Records `lease`, just written by this replica as its holder: seen now, and the version
+    /// the next renewal writes over.
+    fn remember(&mut self, lease: &Lease) {
+        let spec = lease.spec.clone().unwrap_or_default();
+        self.written = (lease.metadata.resource_version.clone()).map(|v| (v, spec.clone()));
+        self.observe(spec);
     }
 
     /// Writes `spec` over the Lease's with a JSON merge patch that carries `resource_version`:

@@ -350,10 +350,10 @@ fn renewed_after_a_conflict(server: &TestApiServer) -> bool {
         .is_some_and(|at| renewals[at..].contains(&200))
 }
 
-/// A renewal answered 409 Conflict (the Lease changed since it was read: here an injected
+/// A renewal answered 409 Conflict (the Lease changed since it was written: here an injected
 /// answer, in a cluster any other write to the Lease) is not a takeover: as client-go's renew
-/// loop, the leader tries again at its next retry and keeps the lead. Only a Lease actually
-/// held by another identity ends it.
+/// loop, the leader reads the Lease and, still its holder, renews it and keeps the lead. Only a
+/// Lease actually held by another identity ends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead() {
     let server = TestApiServer::start().await.expect("test API server");
@@ -387,6 +387,56 @@ async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead(
         "the renewal after the conflict opened the gate"
     );
     assert_eq!(holder(&server.client()).await.as_deref(), Some("solo"));
+
+    let leases: Api<Lease> = Api::namespaced(server.client(), NS);
+    let other = serde_json::json!({ "spec": { "holderIdentity": "other" } });
+    leases
+        .patch(LEASE, &PatchParams::default(), &Patch::Merge(&other))
+        .await
+        .expect("another replica takes the Lease");
+    let lost = tokio::time::timeout(WAIT, elector.keep())
+        .await
+        .expect("the lead ends once another replica holds the Lease");
+    assert_eq!(lost, Lost::TakenOver);
+    assert!(!gate.is_open());
+}
+
+/// The Lease requests in the test API server's log, as (method, status).
+fn lease_requests(server: &TestApiServer) -> Vec<(String, u16)> {
+    (server.request_log().into_iter())
+        .filter(|r| r.path_and_query.contains(&format!("/leases/{LEASE}")))
+        .map(|r| (r.method, r.status))
+        .collect()
+}
+
+/// While it leads, a replica renews the Lease with one write over the version it last wrote
+/// (client-go's optimistic renewal), not a read and a write per renewal; another replica's
+/// write makes the next renewal fail with 409, and the read that follows ends the lead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_renews_with_one_write_per_renewal() {
+    let server = TestApiServer::start().await.expect("test API server");
+    let gate = LeaderGate::closed();
+    let settings = LeaseSettings::new(NS, LEASE, "solo", Duration::from_secs(2));
+    let mut elector = Elector::new(server.client(), settings, gate.clone());
+    assert!(acquired(&mut elector).await, "Lease taken");
+    server.faults().clear_request_log();
+    let three_renewals = async {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while lease_requests(&server).len() < 3 {
+            assert!(tokio::time::Instant::now() < deadline, "no three renewals");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let lost = tokio::select! {
+        lost = elector.keep() => Some(lost),
+        () = three_renewals => None,
+    };
+    assert_eq!(lost, None);
+    let requests = lease_requests(&server);
+    assert!(
+        requests.iter().all(|(m, s)| m == "PATCH" && *s == 200),
+        "each renewal is one accepted PATCH: {requests:?}"
+    );
 
     let leases: Api<Lease> = Api::namespaced(server.client(), NS);
     let other = serde_json::json!({ "spec": { "holderIdentity": "other" } });
