@@ -20,6 +20,8 @@
 use std::sync::Mutex;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -128,9 +130,9 @@ pub(super) fn describe(users: &[String]) -> String {
 }
 
 /// Puts [`IN_USE_FINALIZER`] on `account` while it has users and takes it off once it has none
-/// (see the module documentation). Returns the users found. The patch carries the
-/// `resourceVersion` of the copy it was decided on: a stale copy gets a 409 `Conflict` and the
-/// account is reconciled again.
+/// (see the module documentation). Returns the users found. A JSON patch whose `test` fails
+/// (the finalizers changed since this copy) is refused (422) and tried again soon (the caller
+/// requeues the account).
 ///
 /// Errors: the Kubernetes API's.
 pub(super) async fn protect(ctx: &Context, account: &Account) -> Result<Vec<String>> {
@@ -144,34 +146,54 @@ pub(super) async fn protect(ctx: &Context, account: &Account) -> Result<Vec<Stri
     if (users.is_empty() && held) || deleting {
         users = listed_users(ctx, &namespace, &name).await?;
     }
-    let finalizers: Option<Vec<String>> = match (users.is_empty(), held) {
+    // JSON patches with a `test` of the finalizers they change (as kube-runtime's finalizer
+    // helper writes its own): the decision rests on the users listed, not on this copy's
+    // version, so a status written meanwhile does not refuse it.
+    let current = account.finalizers();
+    let at = |tokens: &[&str]| PointerBuf::from_tokens(tokens.iter().copied());
+    let test = |tokens: &[&str], value: serde_json::Value| {
+        PatchOperation::Test(TestOperation {
+            path: at(tokens),
+            value,
+        })
+    };
+    let operations = match (users.is_empty(), held) {
         // A finalizer cannot be added to an object being deleted (nor is one needed: it would
         // have been added when its first user came).
-        (false, false) if !deleting => Some(
-            (account.finalizers().iter().cloned())
-                .chain([IN_USE_FINALIZER.to_owned()])
-                .collect(),
-        ),
-        (true, true) => Some(
-            (account.finalizers().iter())
-                .filter(|f| *f != IN_USE_FINALIZER)
-                .cloned()
-                .collect(),
-        ),
+        (false, false) if !deleting => {
+            let (tested, added, value) = match current.is_empty() {
+                true => (
+                    serde_json::Value::Null,
+                    at(&["metadata", "finalizers"]),
+                    serde_json::json!([IN_USE_FINALIZER]),
+                ),
+                false => (
+                    serde_json::json!(current),
+                    at(&["metadata", "finalizers", "-"]),
+                    serde_json::json!(IN_USE_FINALIZER),
+                ),
+            };
+            Some(vec![
+                test(&["metadata", "finalizers"], tested),
+                PatchOperation::Add(AddOperation { path: added, value }),
+            ])
+        }
+        (true, true) => (current.iter().position(|f| f == IN_USE_FINALIZER)).map(|i| {
+            let index = i.to_string();
+            let path = ["metadata", "finalizers", index.as_str()];
+            vec![
+                test(&path, serde_json::json!(IN_USE_FINALIZER)),
+                PatchOperation::Remove(RemoveOperation { path: at(&path) }),
+            ]
+        }),
         _ => None,
     };
-    if let Some(finalizers) = finalizers {
+    if let Some(operations) = operations {
         let api: Api<Account> = Api::namespaced(ctx.kube.clone(), &namespace);
-        let patch = serde_json::json!({
-            "metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": account.resource_version(),
-            }
-        });
         api.patch(
             &account.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch),
+            &Patch::Json::<()>(json_patch::Patch(operations)),
         )
         .await?;
         tracing::debug!(account = %name, users = users.len(), "in-use protection changed");

@@ -142,6 +142,7 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
     let previous = registry.checked(&name, &uid);
     // An Account being deleted while resources use it is checked as usual (a Secret fixed
     // meanwhile is used), but its status says what it waits for (see `in_use`).
+    let mut protection_failed = false;
     let waiting_for = match obj.as_account() {
         Some(account) => match in_use::protect(ctx, account).await {
             Ok(users) if account.meta().deletion_timestamp.is_some() => {
@@ -152,9 +153,11 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
                 Some(users)
             }
             Ok(_) => None,
-            // The check goes on: the protection is tried again at the next reconcile.
+            // The check goes on; the protection is tried again soon (a failed JSON patch
+            // test, a copy older than a finalizer change, is a passing cause).
             Err(e) => {
                 tracing::warn!(account = %name, error = %e, "cannot update the Account's in-use finalizer");
+                protection_failed = true;
                 None
             }
         },
@@ -171,7 +174,10 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
                 let looked_in = obj.recorded_secret_namespace(operator_namespace(ctx));
                 writer::write(ctx, obj.as_ref(), &outcome, &found, looked_in).await?;
             }
-            return Ok(Action::requeue(resync_in));
+            return Ok(match protection_failed {
+                true => Action::requeue(ctx.failure_backoff(&uid)),
+                false => Action::requeue(resync_in),
+            });
         }
     };
     let Checking {
@@ -249,7 +255,7 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
             },
         );
     }
-    Ok(if settled {
+    Ok(if settled && !protection_failed {
         ctx.reset_failures(&uid);
         Action::requeue(ctx.resync_delay())
     } else {
