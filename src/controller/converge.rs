@@ -239,10 +239,7 @@ async fn converge_placed<K: Managed>(
         identity::mark_pending(ctx, obj, revision)
             .await
             .map_err(|e| Failure::kube("IdentityWriteFailed", e, old))?;
-    } else if (plan.planned.steps.iter()).any(|s| s.step.action != StepAction::VerifyTxt) {
-        // A stale copy must not cause a write a newer one would not; asking the service to
-        // check the DNS records again changes nothing it holds, so a domain waiting for DNS
-        // is polled without this extra Kubernetes request.
+    } else if !plan.planned.steps.is_empty() {
         let resources =
             Api::<K>::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
         revision
