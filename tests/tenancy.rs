@@ -677,6 +677,20 @@ async fn each_tenant_works_inside_its_own_sub_account() {
     .await;
     let refused = key_ready(&env, "team-a", "reach", "False", "ReferenceNotAllowed").await;
     assert!(ready_message(&refused).contains("spec.allowedNamespaces"));
+    // A SubAccount of another namespace that does not exist reads the same: names cannot be
+    // probed.
+    api_key(
+        &env,
+        "team-a",
+        "probe",
+        "  subAccountRef: {name: nobody, namespace: platform}\n",
+    )
+    .await;
+    let probed = key_ready(&env, "team-a", "probe", "False", "ReferenceNotAllowed").await;
+    assert_eq!(
+        ready_message(&probed).replace("nobody", "tenant-b"),
+        ready_message(&refused)
+    );
     let asked = resource_requests(&env.sim);
     assert!(
         asked.is_empty(),
@@ -706,7 +720,7 @@ async fn each_tenant_works_inside_its_own_sub_account() {
         service_writes(&env.sim)
     );
     let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
-    for name in ["reach-key", "stolen-key", "taken-dkim"] {
+    for name in ["reach-key", "probe-key", "stolen-key", "taken-dkim"] {
         assert!(
             secrets.get_opt(name).await.unwrap().is_none(),
             "no Secret {name}"

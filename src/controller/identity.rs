@@ -87,9 +87,14 @@ pub fn refuse_adoption(
         MatchedBy::ExternalId => format!("named by the {ANNOTATION_EXTERNAL_ID} annotation"),
         MatchedBy::StatusId => "that status.id records from an ObserveOnly reconcile".to_string(),
     };
+    // An object found by name is not identified: it may be another tenant's, whose id this
+    // resource's namespace has no business learning.
+    let which = match found.matched_by {
+        MatchedBy::NaturalKey => String::new(),
+        _ => format!(" {}", found.id),
+    };
     Some(format!(
-        "{noun} {} {how} already exists and this resource did not create it; to manage it, set the annotation {ANNOTATION_ADOPTION_POLICY}: Adopt (or AdoptOrCreate)",
-        found.id
+        "{noun}{which} {how} already exists and this resource did not create it; to manage it, set the annotation {ANNOTATION_ADOPTION_POLICY}: Adopt (or AdoptOrCreate)"
     ))
 }
 
@@ -196,4 +201,38 @@ where
         ANNOTATION_CREATE_PENDING: null,
     });
     patch_annotations(ctx, obj, annotations, revision).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An object found by name is refused without its id (it may be another tenant's); one the
+    /// resource named by id is refused naming it.
+    #[test]
+    fn a_refused_object_found_by_name_is_not_identified() {
+        let query = Query {
+            key: "mail.example.com",
+            by_name_is_own: false,
+            adoption: None,
+            pending_is_ours: false,
+        };
+        let found = |matched_by| Found {
+            id: 4242,
+            matched_by,
+        };
+        let by_name = refuse_adoption(None, found(MatchedBy::NaturalKey), query, "sending domain");
+        let by_name = by_name.expect("refused");
+        assert!(
+            by_name.starts_with("sending domain with the same name"),
+            "{by_name}"
+        );
+        assert!(!by_name.contains("4242"), "{by_name}");
+        let named = refuse_adoption(None, found(MatchedBy::ExternalId), query, "sending domain");
+        assert!(
+            named
+                .expect("refused")
+                .contains("sending domain 4242 named by")
+        );
+    }
 }

@@ -8,10 +8,14 @@
 //!   whole lease duration by the replica's own monotonic clock (client-go's "observed time": no
 //!   comparison of clocks between machines). Writes to the Lease carry its `resourceVersion`, so
 //!   of two replicas taking it at once one gets 409 Conflict and stays standby.
-//! - A write answered 409 Conflict says only that the Lease changed since it was read (another
-//!   replica, or any client updating it): the try failed, and the next one, a retry period later,
-//!   reads the Lease again (client-go's `tryAcquireOrRenew` returns false and its `renew` loop
-//!   polls until the renew deadline). Only a Lease read with another holder ends the lead.
+//! - The leader renews by writing over the version it last wrote, without reading the Lease
+//!   first (client-go's optimistic renewal); when that write fails (409 Conflict: another client
+//!   wrote the Lease), the same try reads the Lease and goes on as below.
+//! - A write answered 409 Conflict after a read says only that the Lease changed since it was
+//!   read (another replica, or any client updating it): the try failed, and the next one, a
+//!   retry period later, reads the Lease again (client-go's `tryAcquireOrRenew` returns false
+//!   and its `renew` loop polls until the renew deadline). Only a Lease read with another holder
+//!   ends the lead.
 //! - The holder renews every retry period (2/15 of the lease duration: 2 s of 15 s). A renewal
 //!   sent at instant `t` that succeeds lets this replica write until `t + renew deadline` (2/3 of
 //!   the lease duration: 10 s of 15 s), by its monotonic clock. Past that deadline every write is
@@ -327,7 +331,9 @@ impl Elector {
     async fn try_acquire_or_renew(&mut self) -> Result<Try, kube::Error> {
         let sent = Instant::now();
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-        if let Some((version, mut spec)) = self.written.take()
+        // Kept (not taken) while the write is in flight: a try cancelled meanwhile leaves it,
+        // and the next one's write over it fails with 409 if this one landed.
+        if let Some((version, mut spec)) = self.written.clone()
             && self.gate.time_left().is_some()
         {
             spec.renew_time = Some(now.clone());
@@ -336,10 +342,13 @@ impl Elector {
                     self.remember(&written);
                     return Ok(Try::Held(sent));
                 }
-                Err(e) => tracing::debug!(
-                    error = %e,
-                    "renewing the leader Lease without reading it failed; reading it"
-                ),
+                Err(e) => {
+                    self.written = None;
+                    tracing::debug!(
+                        error = %e,
+                        "renewing the leader Lease without reading it failed; reading it"
+                    );
+                }
             }
         }
         let me = self.settings.identity.clone();

@@ -104,7 +104,22 @@ pub async fn place<K: Managed>(
     let read = referenced(ctx, reference, &own)
         .await
         .map_err(|e| Failure::kube("ReferenceNotReady", e, old))?;
+    // Another namespace's SubAccounts are not told apart, missing or not allowing this
+    // namespace: a tenant cannot probe another's names (it is reconciled again when such a
+    // SubAccount is created or changed).
+    let not_allowed = || {
+        Failure::blocked(
+            "ReferenceNotAllowed",
+            format!(
+                "{shown} does not exist, or does not allow objects of namespace \"{own}\" in its sub account (its spec.allowedNamespaces); nothing is called. Ask its owners to allow the namespace, or reference a SubAccount of this namespace"
+            ),
+            old,
+        )
+    };
     let Some(sub) = read else {
+        if namespace != own {
+            return Err(not_allowed());
+        }
         return Ok(Placement::Waiting(
             "ReferenceNotReady",
             format!("{shown} does not exist yet; waiting for it"),
@@ -117,15 +132,7 @@ pub async fn place<K: Managed>(
         };
         match allowed {
             Some(true) => {}
-            Some(false) => {
-                return Err(Failure::blocked(
-                    "ReferenceNotAllowed",
-                    format!(
-                        "{shown} does not allow objects of namespace \"{own}\" in its sub account (its spec.allowedNamespaces); nothing is called. Ask its owners to allow the namespace, or reference a SubAccount of this namespace"
-                    ),
-                    old,
-                ));
-            }
+            Some(false) => return Err(not_allowed()),
             None => {
                 return Ok(Placement::Waiting(
                     "ReferenceNotReady",

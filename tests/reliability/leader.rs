@@ -350,10 +350,10 @@ fn renewed_after_a_conflict(server: &TestApiServer) -> bool {
         .is_some_and(|at| renewals[at..].contains(&200))
 }
 
-/// A renewal answered 409 Conflict (the Lease changed since it was written: here an injected
-/// answer, in a cluster any other write to the Lease) is not a takeover: as client-go's renew
-/// loop, the leader reads the Lease and, still its holder, renews it and keeps the lead. Only a
-/// Lease actually held by another identity ends it.
+/// Renewals answered 409 Conflict (the Lease changed since it was written: here injected
+/// answers, in a cluster any other write to the Lease) are not a takeover: the leader reads the
+/// Lease and, still its holder, renews it at its next retry (as client-go's renew loop) and
+/// keeps the lead. Only a Lease actually held by another identity ends it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead() {
     let server = TestApiServer::start().await.expect("test API server");
@@ -361,8 +361,9 @@ async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead(
     let settings = LeaseSettings::new(NS, LEASE, "solo", Duration::from_secs(2));
     let mut elector = Elector::new(server.client(), settings, gate.clone());
     assert!(acquired(&mut elector).await, "Lease taken");
+    // Two: the renewal over the last written version, then the one after reading the Lease.
     server.faults().fail_next(
-        1,
+        2,
         409,
         RequestFilter::path(&format!("/leases/{LEASE}")).with_method("PATCH"),
     );
@@ -439,6 +440,7 @@ async fn a_leader_renews_with_one_write_per_renewal() {
     );
 
     let leases: Api<Lease> = Api::namespaced(server.client(), NS);
+    server.faults().clear_request_log();
     let other = serde_json::json!({ "spec": { "holderIdentity": "other" } });
     leases
         .patch(LEASE, &PatchParams::default(), &Patch::Merge(&other))
@@ -449,6 +451,14 @@ async fn a_leader_renews_with_one_write_per_renewal() {
         .expect("the lead ends once another replica holds the Lease");
     assert_eq!(lost, Lost::TakenOver);
     assert!(!gate.is_open());
+    // The takeover's own PATCH, then the renewal over the old version refused, then the read.
+    let requests = lease_requests(&server);
+    let ours = &requests[requests.len().saturating_sub(2)..];
+    assert_eq!(
+        ours,
+        [("PATCH".to_string(), 409), ("GET".to_string(), 200)],
+        "{requests:?}"
+    );
 }
 
 /// `elector` takes the Lease (bounded by [`crate::common::WAIT`]): true when it holds it.

@@ -161,7 +161,8 @@ pub(super) async fn protect(ctx: &Context, account: &Account) -> Result<Vec<Stri
         // A finalizer cannot be added to an object being deleted (nor is one needed: it would
         // have been added when its first user came).
         (false, false) if !deleting => {
-            let (tested, added, value) = match current.is_empty() {
+            // Absent (as kube-apiserver stores an empty list) or a list, tested as it is.
+            let (tested, added, value) = match account.meta().finalizers.is_none() {
                 true => (
                     serde_json::Value::Null,
                     at(&["metadata", "finalizers"]),

@@ -170,6 +170,7 @@ pub(crate) fn create_object(
     {
         m.remove("status");
     }
+    super::update::drop_empty_finalizers(&mut obj);
     match rt.builtin() {
         Some(Builtin::Namespace) => {
             obj["spec"]["finalizers"] = json!(["kubernetes"]);

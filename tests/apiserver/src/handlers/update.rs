@@ -18,6 +18,20 @@ use crate::status::{ApiError, Cause};
 use crate::store::{Store, finalizers, is_deleting, meta_mut, meta_str};
 use crate::{crd, gc, ops};
 
+/// Drops an empty `metadata.finalizers`, as kube-apiserver stores it: `ObjectMeta.Finalizers`
+/// is `omitempty`, and custom resources' metadata is decoded into `ObjectMeta` and encoded
+/// again on write (apiextensions-apiserver `schema/objectmeta.Coerce`), so a list emptied by a
+/// patch (`[]`) reads back as absent, and a JSON patch `test` of `/metadata/finalizers`
+/// against `null` then holds.
+pub(crate) fn drop_empty_finalizers(obj: &mut Value) {
+    let m = meta_mut(obj);
+    if m.get("finalizers")
+        .is_some_and(|f| f.as_array().is_some_and(Vec::is_empty))
+    {
+        m.remove("finalizers");
+    }
+}
+
 /// Moves Secret `stringData` into base64 `data` (as kube-apiserver does on write).
 pub(crate) fn normalize_secret(obj: &mut Value) {
     let Some(sd) = obj.get("stringData").and_then(|v| v.as_object()).cloned() else {
@@ -196,6 +210,7 @@ pub(crate) fn finish_update(
     }
     new["apiVersion"] = old["apiVersion"].clone();
     new["kind"] = old["kind"].clone();
+    drop_empty_finalizers(&mut new);
     // Built-in specifics.
     match rt.builtin() {
         Some(Builtin::Secret) => normalize_secret(&mut new),
