@@ -389,17 +389,7 @@ async fn a_conflict_on_renewal_is_retried_and_only_another_holder_ends_the_lead(
     );
     assert_eq!(holder(&server.client()).await.as_deref(), Some("solo"));
 
-    let leases: Api<Lease> = Api::namespaced(server.client(), NS);
-    let other = serde_json::json!({ "spec": { "holderIdentity": "other" } });
-    leases
-        .patch(LEASE, &PatchParams::default(), &Patch::Merge(&other))
-        .await
-        .expect("another replica takes the Lease");
-    let lost = tokio::time::timeout(WAIT, elector.keep())
-        .await
-        .expect("the lead ends once another replica holds the Lease");
-    assert_eq!(lost, Lost::TakenOver);
-    assert!(!gate.is_open());
+    taken_over(&server, &mut elector, &gate).await;
 }
 
 /// The Lease requests in the test API server's log, as (method, status).
@@ -439,8 +429,22 @@ async fn a_leader_renews_with_one_write_per_renewal() {
         "each renewal is one accepted PATCH: {requests:?}"
     );
 
-    let leases: Api<Lease> = Api::namespaced(server.client(), NS);
     server.faults().clear_request_log();
+    taken_over(&server, &mut elector, &gate).await;
+    // The takeover's own PATCH, then the renewal over the old version refused, then the read.
+    let requests = lease_requests(&server);
+    let ours = &requests[requests.len().saturating_sub(2)..];
+    assert_eq!(
+        ours,
+        [("PATCH".to_string(), 409), ("GET".to_string(), 200)],
+        "{requests:?}"
+    );
+}
+
+/// Another replica takes the Lease from `elector`, which then loses the lead (bounded by
+/// [`WAIT`]) and closes `gate`.
+async fn taken_over(server: &TestApiServer, elector: &mut Elector, gate: &LeaderGate) {
+    let leases: Api<Lease> = Api::namespaced(server.client(), NS);
     let other = serde_json::json!({ "spec": { "holderIdentity": "other" } });
     leases
         .patch(LEASE, &PatchParams::default(), &Patch::Merge(&other))
@@ -451,14 +455,6 @@ async fn a_leader_renews_with_one_write_per_renewal() {
         .expect("the lead ends once another replica holds the Lease");
     assert_eq!(lost, Lost::TakenOver);
     assert!(!gate.is_open());
-    // The takeover's own PATCH, then the renewal over the old version refused, then the read.
-    let requests = lease_requests(&server);
-    let ours = &requests[requests.len().saturating_sub(2)..];
-    assert_eq!(
-        ours,
-        [("PATCH".to_string(), 409), ("GET".to_string(), 200)],
-        "{requests:?}"
-    );
 }
 
 /// `elector` takes the Lease (bounded by [`crate::common::WAIT`]): true when it holds it.
