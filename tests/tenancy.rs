@@ -58,6 +58,31 @@ async fn cluster_account(env: &Env, sim: &Simulator, name: &str, key: &str, extr
     .await;
 }
 
+/// The key of the second company's simulator in the tests that have one.
+const SECOND_COMPANY_KEY: &str = "second-company-key";
+
+/// Creates Account `namespace/name` of the company `sim` simulates ([`SECOND_COMPANY_KEY`], declared a company
+/// key, in Secret `<name>-key` of the namespace, written first) and returns it as created.
+async fn company_account(
+    env: &Env,
+    sim: &Simulator,
+    namespace: &str,
+    name: &str,
+) -> mailtarget_operator::crd::Account {
+    put_secret(env, namespace, &format!("{name}-key"), SECOND_COMPANY_KEY).await;
+    let accounts: Api<mailtarget_operator::crd::Account> =
+        Api::namespaced(env.kube.clone(), namespace);
+    create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: {name}, namespace: {namespace}}}\nspec:\n  credentials: {{secretRef: {{name: {name}-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
+            sim.base_url(),
+            sim.transmission_url()
+        ),
+    )
+    .await
+}
+
 /// Waits until ApiKey `namespace/name` has `Ready` `status` with `reason`; returns it.
 async fn key_ready(env: &Env, namespace: &str, name: &str, status: &str, reason: &str) -> ApiKey {
     let api: Api<ApiKey> = Api::namespaced(env.kube.clone(), namespace);
@@ -159,22 +184,11 @@ async fn a_namespace_outside_the_selector_makes_no_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_is_created_through_the_account_it_names() {
     let env = env().await;
-    let second = Simulator::start(SimulatorConfig::new("second-company-key"))
+    let second = Simulator::start(SimulatorConfig::new(SECOND_COMPANY_KEY))
         .await
         .unwrap();
     namespace(&env, "team-a", &[]).await;
-    put_secret(&env, "team-a", "billing-key", "second-company-key").await;
-    let accounts: Api<mailtarget_operator::crd::Account> =
-        Api::namespaced(env.kube.clone(), "team-a");
-    create(
-        &accounts,
-        &format!(
-            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: billing, namespace: team-a}}\nspec:\n  credentials: {{secretRef: {{name: billing-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
-            second.base_url(),
-            second.transmission_url()
-        ),
-    )
-    .await;
+    company_account(&env, &second, "team-a", "billing").await;
     env.sim.clear_request_log();
 
     api_key(
@@ -431,17 +445,11 @@ async fn a_null_account_ref_is_the_default() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_goes_through_the_named_account_and_waits_for_it() {
     let env = env().await;
-    let second = Simulator::start(SimulatorConfig::new("second-company-key"))
+    let second = Simulator::start(SimulatorConfig::new(SECOND_COMPANY_KEY))
         .await
         .unwrap();
-    put_secret(&env, "default", "billing-key", "second-company-key").await;
     let accounts: Api<mailtarget_operator::crd::Account> = env.api();
-    let account = format!(
-        "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
-        second.base_url(),
-        second.transmission_url()
-    );
-    let made = create(&accounts, &account).await;
+    let made = company_account(&env, &second, "default", "billing").await;
     let through = "  accountRef: {kind: Account, name: billing}\n";
     api_key(&env, "default", "gone", through).await;
     let key = key_ready(&env, "default", "gone", "True", "Available").await;
@@ -467,7 +475,7 @@ async fn deletion_goes_through_the_named_account_and_waits_for_it() {
     );
     assert!(second.snapshot().api_keys.iter().any(|k| k.id == id));
 
-    put_secret(&env, "default", "billing-key", "second-company-key").await;
+    put_secret(&env, "default", "billing-key", SECOND_COMPANY_KEY).await;
     common::wait_deleted(&keys, "gone", key.metadata.uid.as_deref().unwrap()).await;
     assert!(!second.snapshot().api_keys.iter().any(|k| k.id == id));
     wait_for(&accounts, "billing", "no longer in use", |a| !in_use(a)).await;
@@ -947,7 +955,7 @@ async fn tenant(env: &Env, team: &str) -> mailtarget_operator::crd::subaccount::
 async fn deleting_namespaces_leaves_nothing_stuck() {
     use k8s_openapi::api::core::v1::Namespace;
     let env = env().await;
-    let second = Simulator::start(SimulatorConfig::new("second-company-key"))
+    let second = Simulator::start(SimulatorConfig::new(SECOND_COMPANY_KEY))
         .await
         .unwrap();
     for ns in ["platform", "team-a", "team-b"] {
@@ -965,18 +973,9 @@ async fn deleting_namespaces_leaves_nothing_stuck() {
     )
     .await;
 
-    put_secret(&env, "team-b", "own-key", "second-company-key").await;
     let accounts: Api<mailtarget_operator::crd::Account> =
         Api::namespaced(env.kube.clone(), "team-b");
-    create(
-        &accounts,
-        &format!(
-            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: own, namespace: team-b}}\nspec:\n  credentials: {{secretRef: {{name: own-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  scope: Company\n",
-            second.base_url(),
-            second.transmission_url()
-        ),
-    )
-    .await;
+    company_account(&env, &second, "team-b", "own").await;
     let through = "  accountRef: {kind: Account, name: own}\n";
     let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "team-b");
     create(

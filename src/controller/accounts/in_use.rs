@@ -237,15 +237,12 @@ impl InUseTrigger {
     /// Looks at one event of a managed kind's watch (see the type's documentation); the
     /// event has reached the kind's cache already.
     pub fn note<K: Claimant>(&self, event: &watcher::Result<watcher::Event<K>>) {
-        let accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(accounts) = accounts.as_ref() else {
-            return;
-        };
         let (r, gone) = match event {
             Ok(watcher::Event::Apply(r)) => (r, false),
             Ok(watcher::Event::Delete(r)) => (r, true),
             Ok(watcher::Event::InitDone) => {
-                for account in accounts.state() {
+                let accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
+                for account in accounts.as_ref().map(|s| s.state()).unwrap_or_default() {
                     let _ = self
                         .tx
                         .unbounded_send(ObjectRef::from_obj(account.as_ref()));
@@ -254,6 +251,7 @@ impl InUseTrigger {
             }
             _ => return,
         };
+        // Most resources name a ClusterAccount: they cost no lock.
         let namespace = r.namespace().unwrap_or_default();
         let AccountName::Namespaced { namespace, name } =
             account_name(&namespace, K::account_ref(r))
@@ -261,7 +259,8 @@ impl InUseTrigger {
             return;
         };
         let reference = ObjectRef::new(&name).within(&namespace);
-        let Some(account) = accounts.get(&reference) else {
+        let accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(account) = accounts.as_ref().and_then(|s| s.get(&reference)) else {
             return;
         };
         let protected = account.finalizers().iter().any(|f| f == IN_USE_FINALIZER);

@@ -217,7 +217,6 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
         Checked {
             uid: uid.clone(),
             fingerprint,
-            client,
             service,
             reason,
             ready: outcome.is_ready(),
@@ -396,7 +395,7 @@ async fn check_one<K: AccountObject>(
     let fingerprint = check::fingerprint(&key, connection);
     let kept = previous
         .filter(|p| p.fingerprint == fingerprint)
-        .and_then(|p| p.client.clone());
+        .and_then(|p| p.service.as_ref().map(|s| s.client().clone()));
     let client = match kept {
         Some(client) => client,
         None => match check::build_client(

@@ -99,9 +99,8 @@ pub(super) struct Checked {
     /// The digest of what built the client (key, addresses, budget): the client is kept, with
     /// its budget, while it stays the same.
     pub fingerprint: [u8; 32],
-    /// The client built for it, when credentials could be read.
-    pub client: Option<ApiClient>,
-    /// The client with the account's cached lists (built with the client).
+    /// The client built for it, when credentials could be read, with the account's cached
+    /// lists.
     pub service: Option<Arc<AccountCache>>,
     /// `Ready`'s reason after the check.
     pub reason: String,
