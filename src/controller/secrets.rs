@@ -4,8 +4,9 @@
 //! The operator watches the Secrets it manages ([`Context::secret_cache`]): a Secret found
 //! intact in that cache is left alone without any request, so a resync reads no Secret. A
 //! Secret missing or different in the cache is read from the API before anything is written
-//! (the cache may lag behind), and any change to a managed Secret triggers a reconcile of its
-//! owner, which restores it.
+//! (the cache may lag behind), and a change that leaves a managed Secret other than the
+//! operator wrote it ([`as_written`]), or deletes it, triggers a reconcile of its owner, which
+//! restores it.
 
 use std::collections::BTreeMap;
 
@@ -74,6 +75,21 @@ fn intact(digest: &ValueDigest, secret: &Secret, uid: &str, key: &str) -> bool {
     let data = secret.data.as_ref().and_then(|d| d.get(key));
     let expected = secret.annotations().get(DIGEST_ANNOTATION);
     owned && data.is_some_and(|d| Some(&digest.of(&d.0)) == expected)
+}
+
+/// True when some value of `secret` matches its digest annotation: the Secret is as the
+/// operator last wrote it (the operator's own write, or a change that left the value alone), so
+/// its watch event starts no reconcile of its owner. A deleted, emptied or altered value, or a
+/// removed annotation, does. A value moved under another key is restored at the next resync.
+pub fn as_written(digest: &ValueDigest, secret: &Secret) -> bool {
+    let Some(expected) = secret.annotations().get(DIGEST_ANNOTATION) else {
+        return false;
+    };
+    secret
+        .data
+        .iter()
+        .flat_map(|d| d.values())
+        .any(|v| digest.verifies(&v.0, expected))
 }
 
 /// Secret `name` of `owner`'s namespace as the watch last saw it (`None` when not cached or
@@ -283,7 +299,9 @@ pub async fn ensure_over<K: Resource<DynamicType = ()>>(
 
 #[cfg(test)]
 mod tests {
-    use super::ValueDigest;
+    use super::{DIGEST_ANNOTATION, ValueDigest, as_written};
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::Secret;
 
     /// A digest verifies for its own bytes only; a changed or malformed digest does not.
     #[test]
@@ -295,5 +313,31 @@ mod tests {
         assert!(!digest.verifies(b"value", &hex[..hex.len() - 2]));
         assert!(!digest.verifies(b"value", "zz"));
         assert!(!ValueDigest::new(b"another key").verifies(b"value", &hex));
+    }
+
+    /// Only a Secret whose value still matches its digest annotation is "as written" (its
+    /// event starts no reconcile): an altered or emptied value, or a removed annotation, is not.
+    #[test]
+    fn a_secret_is_as_written_only_while_its_value_matches_the_digest() {
+        let digest = ValueDigest::new(b"key");
+        let secret = |value: Option<&[u8]>, annotated: bool| {
+            let mut s = Secret::default();
+            if annotated {
+                s.metadata.annotations =
+                    Some([(DIGEST_ANNOTATION.to_string(), digest.of(b"value"))].into());
+            }
+            s.data = value.map(|v| {
+                [
+                    ("other".to_string(), ByteString(b"x".to_vec())),
+                    ("apiKey".to_string(), ByteString(v.to_vec())),
+                ]
+                .into()
+            });
+            s
+        };
+        assert!(as_written(&digest, &secret(Some(b"value"), true)));
+        assert!(!as_written(&digest, &secret(Some(b"tampered"), true)));
+        assert!(!as_written(&digest, &secret(None, true)), "emptied");
+        assert!(!as_written(&digest, &secret(Some(b"value"), false)));
     }
 }

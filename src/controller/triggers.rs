@@ -11,17 +11,22 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Predicate, predicates, watcher};
 use kube::{Resource, ResourceExt};
 
+use super::claims::Claimant;
 use super::managed::Managed;
+use crate::crd::{ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 
 /// The changes of a managed resource that start its reconcile, as a kube-runtime predicate (for
 /// `WatchStreamExt::predicate_filter`): its generation (the spec; the API server also bumps it
-/// when a deletion starts), its finalizers, its `deletionTimestamp`, and its `mailtarget.co/`
-/// annotations (pause, adoption policy, external id, pending create). Nothing else does, the
-/// operator's own status writes least of all: status is the reconcile's output. A reconcile
-/// after a requeue or a trigger can still find a cached copy older than the operator's last
-/// write; [`super::revision`] makes that safe.
-pub(super) fn own_changes<K: Resource>() -> impl Predicate<K> {
+/// when a deletion starts), its finalizers, its `deletionTimestamp`, and the `mailtarget.co/`
+/// annotations a user sets (pause, adoption policy, an external id other than the one the
+/// resource owns). Nothing else does, the operator's own writes least of all: its status (the
+/// reconcile's output), its pending-create marker and the external id it records after a create
+/// (both written by a reconcile that goes on itself; a reconcile they started would run on a
+/// cached copy older than that reconcile's last write, and read the service for nothing). A
+/// reconcile after a requeue or a trigger can still find such an older copy;
+/// [`super::revision`] makes that safe.
+pub(super) fn own_changes<K: Resource + Claimant>() -> impl Predicate<K> {
     predicates::generation::<K>
         .combine(predicates::finalizers::<K>)
         .combine(deleting::<K>)
@@ -38,11 +43,16 @@ fn deleting<K: Resource>(obj: &K) -> Option<u64> {
     hash(&obj.meta().deletion_timestamp.is_some())
 }
 
-fn operator_annotations<K: Resource>(obj: &K) -> Option<u64> {
+fn operator_annotations<K: Resource + Claimant>(obj: &K) -> Option<u64> {
+    let recorded = obj.recorded_id().map(|id| id.to_string());
     let ours: Vec<(&String, &String)> = obj
         .annotations()
         .iter()
-        .filter(|(k, _)| k.starts_with("mailtarget.co/"))
+        .filter(|(k, v)| {
+            k.starts_with("mailtarget.co/")
+                && k.as_str() != ANNOTATION_CREATE_PENDING
+                && !(k.as_str() == ANNOTATION_EXTERNAL_ID && Some(*v) == recorded.as_ref())
+        })
         .collect();
     hash(&ours)
 }
@@ -175,6 +185,7 @@ fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec<ObjectRef<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::{ApiKeyStatus, Ownership};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn key() -> ApiKey {
@@ -233,11 +244,36 @@ mod tests {
         assert!(!same(&|k| {
             k.metadata.deletion_timestamp = Some(Time(Default::default()));
         }));
+        // The operator's own identity writes: the pending-create marker, and the external id
+        // of the object the status owns.
+        assert!(same(&|k| {
+            k.annotations_mut()
+                .insert("mailtarget.co/create-pending".into(), "x".into());
+        }));
+        let owning = |k: &mut ApiKey| {
+            k.status = Some(ApiKeyStatus {
+                id: Some(7),
+                ownership: Some(Ownership::Owned),
+                ..Default::default()
+            });
+        };
+        assert!(same(&|k| {
+            owning(k);
+            k.annotations_mut()
+                .insert("mailtarget.co/external-id".into(), "7".into());
+        }));
+        assert!(
+            !same(&|k| {
+                owning(k);
+                k.annotations_mut()
+                    .insert("mailtarget.co/external-id".into(), "8".into());
+            }),
+            "another object named by a user"
+        );
         for annotation in [
             "mailtarget.co/paused",
             "mailtarget.co/adoption-policy",
             "mailtarget.co/external-id",
-            "mailtarget.co/create-pending",
         ] {
             assert!(
                 !same(&|k| {
