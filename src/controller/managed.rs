@@ -73,6 +73,17 @@ pub struct Failure<S> {
 }
 
 impl<S: Clone> Failure<S> {
+    fn new(outcome: Outcome, status: S, error: Option<Error>, recheck: bool) -> Box<Self> {
+        Box::new(Failure {
+            outcome,
+            status,
+            error,
+            recheck_at_resync: recheck,
+            create_refused: false,
+            by_account_key: false,
+        })
+    }
+
     /// A failed API call while `doing` something. The error goes to the controller's error
     /// policy ([`super::common::error_policy`]), which backs off retryable ones, waits for a
     /// change after a 400 and checks a 401 again at the next resync (credentials are fixed
@@ -80,14 +91,12 @@ impl<S: Clone> Failure<S> {
     pub fn api(e: ApiError, doing: &str, status: &S) -> Box<Self> {
         let outcome = api_failure(&e, doing);
         let recheck_at_resync = e.status() == Some(401);
-        Box::new(Failure {
+        Self::new(
             outcome,
-            status: status.clone(),
-            error: Some(Error::Api(e)),
+            status.clone(),
+            Some(Error::Api(e)),
             recheck_at_resync,
-            create_refused: false,
-            by_account_key: false,
-        })
+        )
     }
 
     /// The same failure, with a 401 of the service told as the refusal of the key that was
@@ -138,14 +147,7 @@ impl<S: Clone> Failure<S> {
             reason,
             message: e.to_string(),
         };
-        Box::new(Failure {
-            outcome,
-            status: status.clone(),
-            error: Some(Error::Kube(e)),
-            recheck_at_resync: false,
-            create_refused: false,
-            by_account_key: false,
-        })
+        Self::new(outcome, status.clone(), Some(Error::Kube(e)), false)
     }
 
     /// Another resource of the kind owns the API object `obj` claims (see [`super::claims`]):
@@ -158,17 +160,12 @@ impl<S: Clone> Failure<S> {
     {
         let mut status = status.clone();
         status.clear_id();
-        Box::new(Failure {
-            outcome: Outcome::Stalled {
-                reason: CONFLICTING_OWNER,
-                message: conflict_message(obj, owner),
-            },
-            status,
-            error: None,
-            recheck_at_resync: true,
-            create_refused: false,
-            by_account_key: false,
-        })
+        let message = conflict_message(obj, owner);
+        let outcome = Outcome::Stalled {
+            reason: CONFLICTING_OWNER,
+            message,
+        };
+        Self::new(outcome, status, None, true)
     }
 
     /// The spec has problems the schema could not catch: `Stalled` with reason `InvalidSpec`
@@ -187,31 +184,64 @@ impl<S: Clone> Failure<S> {
     /// a policy annotation added): `Stalled=True` with `message` saying what to do, checked again
     /// at each resync and at any change of the resource (annotations included).
     pub fn blocked(reason: &'static str, message: String, status: &S) -> Box<Self> {
-        Box::new(Failure {
-            outcome: Outcome::Stalled { reason, message },
-            status: status.clone(),
-            error: None,
-            recheck_at_resync: true,
-            create_refused: false,
-            by_account_key: false,
-        })
+        Self::new(
+            Outcome::Stalled { reason, message },
+            status.clone(),
+            None,
+            true,
+        )
     }
 
     /// Progress needs the user: `Stalled=True` with `message` saying what to fix.
     pub fn stalled(reason: &'static str, message: String, status: &S) -> Box<Self> {
-        Box::new(Failure {
-            outcome: Outcome::Stalled { reason, message },
-            status: status.clone(),
-            error: None,
-            recheck_at_resync: false,
-            create_refused: false,
-            by_account_key: false,
-        })
+        Self::new(
+            Outcome::Stalled { reason, message },
+            status.clone(),
+            None,
+            false,
+        )
     }
 }
 
 /// The result of [`super::converge::converge`].
 pub type ConvergeResult<S> = std::result::Result<Converged<S>, Box<Failure<S>>>;
+
+/// What a reconcile writes and returns, whether its converge ended well or failed: the fields
+/// of [`Converged`] and [`Failure`] together, each at its neutral value where the other has none.
+struct Settled<S> {
+    outcome: Outcome,
+    status: S,
+    error: Option<Error>,
+    requeue: Option<Action>,
+    recheck_at_resync: bool,
+    routine: bool,
+    create_refused: bool,
+}
+
+impl<S> From<ConvergeResult<S>> for Settled<S> {
+    fn from(result: ConvergeResult<S>) -> Self {
+        match result {
+            Ok(c) => Settled {
+                outcome: c.outcome,
+                status: c.status,
+                error: None,
+                requeue: c.requeue,
+                recheck_at_resync: false,
+                routine: c.routine,
+                create_refused: false,
+            },
+            Err(f) => Settled {
+                outcome: f.outcome,
+                status: f.status,
+                error: f.error,
+                requeue: None,
+                recheck_at_resync: f.recheck_at_resync,
+                routine: false,
+                create_refused: f.create_refused,
+            },
+        }
+    }
+}
 
 /// A custom resource the operator manages: a kind of the engine, listed in the account cache,
 /// claiming API objects, and a namespaced Kubernetes resource.
@@ -461,31 +491,15 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         return Err(stale);
     }
     let converged_ok = converged.is_ok();
-    let (outcome, mut status, error, requeue, recheck_at_resync, routine, create_refused) =
-        match converged {
-            Ok(c) => (
-                c.outcome, c.status, None, c.requeue, false, c.routine, false,
-            ),
-            Err(f) => {
-                let Failure {
-                    outcome,
-                    status,
-                    error,
-                    recheck_at_resync,
-                    create_refused,
-                    ..
-                } = *f;
-                (
-                    outcome,
-                    status,
-                    error,
-                    None,
-                    recheck_at_resync,
-                    false,
-                    create_refused,
-                )
-            }
-        };
+    let Settled {
+        outcome,
+        mut status,
+        error,
+        requeue,
+        recheck_at_resync,
+        routine,
+        create_refused,
+    } = converged.into();
     *status.conditions_mut() = old.conditions().clone();
     status.set_observed_generation(generation);
     set_conditions(status.conditions_mut(), &outcome, generation);

@@ -47,6 +47,41 @@ pub struct Planned<R> {
 }
 
 impl<R> Planned<R> {
+    /// The plan of an object not found: `steps`, a create first.
+    pub fn creating(steps: Vec<PlannedStep<R>>) -> Self {
+        Planned {
+            found: None,
+            steps,
+            changes: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The plan of the object `found`: one `StepAction::Update` step calling `endpoint` that
+    /// sends each of `changes` (as `request`), or no step when nothing differs; `notes` as given.
+    pub fn updating(
+        found: Found,
+        endpoint: &'static str,
+        changes: Vec<FieldChange>,
+        request: R,
+        notes: Vec<String>,
+    ) -> Self {
+        let steps = if changes.is_empty() {
+            Vec::new()
+        } else {
+            let step = (changes.iter()).fold(Step::new(StepAction::Update, endpoint), |s, c| {
+                s.sends(c.field, &c.to, false)
+            });
+            vec![PlannedStep { step, request }]
+        };
+        Planned {
+            found: Some(found),
+            steps,
+            changes,
+            notes,
+        }
+    }
+
     /// The steps as shown to people and in `-o json`.
     pub fn shown_steps(&self) -> Vec<Step> {
         self.steps.iter().map(|s| s.step.clone()).collect()

@@ -234,12 +234,7 @@ impl ManagedKind for ApiKey {
                     request: Call::SetPermissionType(want.clone()),
                 });
             }
-            return Ok(Planned {
-                found: None,
-                steps,
-                changes: Vec::new(),
-                notes: Vec::new(),
-            });
+            return Ok(Planned::creating(steps));
         };
         let (changes, request) = diff(d, observed);
         let mut notes = Vec::new();
@@ -249,23 +244,9 @@ impl ManagedKind for ApiKey {
                     .into(),
             );
         }
-        let mut steps = Vec::new();
-        if !changes.is_empty() {
-            let mut s = Step::new(StepAction::Update, "PUT /api-key/{id}");
-            for c in &changes {
-                s = s.sends(c.field, &c.to, false);
-            }
-            steps.push(PlannedStep {
-                step: s,
-                request: Call::Update(request),
-            });
-        }
-        Ok(Planned {
-            found: Some(found),
-            steps,
-            changes,
-            notes,
-        })
+        let request = Call::Update(request);
+        let endpoint = "PUT /api-key/{id}";
+        Ok(Planned::updating(found, endpoint, changes, request, notes))
     }
 
     async fn read(client: &Client, id: i64) -> Result<ApiKeyDetail, ApiError> {

@@ -205,12 +205,7 @@ impl ManagedKind for SubAccount {
 
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
         let Some((found, observed)) = found else {
-            return Ok(Planned {
-                found: None,
-                steps: vec![create_step(create_request(d))],
-                changes: Vec::new(),
-                notes: Vec::new(),
-            });
+            return Ok(Planned::creating(vec![create_step(create_request(d))]));
         };
         // Only fields that differ and are known go into the update body.
         let mut changes = Vec::new();
@@ -232,23 +227,15 @@ impl ManagedKind for SubAccount {
             changes.push(FieldChange::new("spec.ipPoolId", from, to));
             request.ip_pool_id = Some(want);
         }
-        let mut steps = Vec::new();
-        if !changes.is_empty() {
-            let mut s = Step::new(StepAction::Update, "PUT /sub-account/{id}");
-            for c in &changes {
-                s = s.sends(c.field, &c.to, false);
-            }
-            steps.push(PlannedStep {
-                step: s,
-                request: Call::Update(request),
-            });
-        }
-        Ok(Planned {
-            found: Some(found),
-            steps,
+        let request = Call::Update(request);
+        let endpoint = "PUT /sub-account/{id}";
+        Ok(Planned::updating(
+            found,
+            endpoint,
             changes,
-            notes: Vec::new(),
-        })
+            request,
+            Vec::new(),
+        ))
     }
 
     async fn read(client: &Client, id: i64) -> Result<SubAccountDetail, ApiError> {
