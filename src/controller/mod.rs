@@ -279,21 +279,11 @@ impl Operator {
         let (secret_cache, secret_writer) = reflector::store::<Secret>();
         let _ = self.ctx.secret_cache.set(secret_cache);
         let (owners, subs_trigger, keys_trigger, domains_trigger) = SecretOwners::channels();
-        // The operator's own Secret writes start nothing: the reconcile that wrote one goes on
-        // to write the status (a reconcile started by it would run on a cached copy older than
-        // that status, and read the object again for nothing).
+        // Only a deleted or altered Secret starts its owner (`SecretOwners::route`).
         let ctx = self.ctx.clone();
         let secret_watch = until_stopped(self.watch_into(secret_writer, &secrets_config), stop())
             .for_each(move |event| {
-                match &event {
-                    Ok(watcher::Event::Delete(secret)) => owners.trigger(secret),
-                    Ok(watcher::Event::Apply(secret) | watcher::Event::InitApply(secret))
-                        if !secrets::as_written(&ctx.digest, secret) =>
-                    {
-                        owners.trigger(secret)
-                    }
-                    _ => {}
-                }
+                owners.route(&ctx.digest, &event);
                 async {}
             });
 

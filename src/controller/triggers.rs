@@ -97,7 +97,29 @@ impl SecretOwners {
         (owners, subs, keys, domains)
     }
 
-    pub(super) fn trigger(&self, secret: &Secret) {
+    /// Starts the reconciles of the owners of the Secret `event` touched, when they have work:
+    /// the Secret was deleted, or its value no longer is as the operator wrote it
+    /// ([`super::secrets::as_written`] with `digest`). The operator's own Secret writes start
+    /// nothing: the reconcile that wrote one goes on to write the status (a reconcile started by
+    /// it would run on a cached copy older than that status, and read the object again for
+    /// nothing).
+    pub(super) fn route(
+        &self,
+        digest: &super::secrets::ValueDigest,
+        event: &Result<watcher::Event<Secret>, watcher::Error>,
+    ) {
+        match event {
+            Ok(watcher::Event::Delete(secret)) => self.trigger(secret),
+            Ok(watcher::Event::Apply(secret) | watcher::Event::InitApply(secret))
+                if !super::secrets::as_written(digest, secret) =>
+            {
+                self.trigger(secret)
+            }
+            _ => {}
+        }
+    }
+
+    fn trigger(&self, secret: &Secret) {
         let namespace = secret.namespace().unwrap_or_default();
         for owner in secret.owner_references() {
             if !owner.api_version.starts_with("mailtarget.co/") {
@@ -185,7 +207,9 @@ fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec<ObjectRef<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::secrets::DIGEST_ANNOTATION;
     use crate::crd::{ApiKeyStatus, Ownership};
+    use k8s_openapi::ByteString;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn key() -> ApiKey {
@@ -195,26 +219,40 @@ mod tests {
         .unwrap()
     }
 
-    /// A managed Secret's deletion starts its owner's reconcile, as its changes do (so that it
-    /// is written again at once): the reason this router exists, as kube-runtime's shared
-    /// streams deliver no deletion.
+    /// A managed Secret's deletion, or a value other than the operator wrote, starts its
+    /// owner's reconcile (so that it is written again at once): the reason this router exists,
+    /// as kube-runtime's shared streams deliver no deletion. The operator's own write does not.
     #[test]
-    fn a_deleted_secret_triggers_its_owner() {
-        let secret: Secret = serde_yaml::from_str(
-            "metadata:\n  name: ci-key\n  namespace: ns\n  ownerReferences:\n  - {apiVersion: mailtarget.co/v1alpha1, kind: ApiKey, name: ci, uid: u1}\n  - {apiVersion: v1, kind: ConfigMap, name: other, uid: u2}\n",
-        )
-        .unwrap();
+    fn a_deleted_or_altered_secret_triggers_its_owner() {
+        let digest = super::super::secrets::ValueDigest::new(b"k");
+        let secret = |value: &[u8]| {
+            let mut s: Secret = serde_yaml::from_str(
+                "metadata:\n  name: ci-key\n  namespace: ns\n  ownerReferences:\n  - {apiVersion: mailtarget.co/v1alpha1, kind: ApiKey, name: ci, uid: u1}\n  - {apiVersion: v1, kind: ConfigMap, name: other, uid: u2}\n",
+            )
+            .unwrap();
+            let annotation = (DIGEST_ANNOTATION.to_string(), digest.of(b"value"));
+            s.metadata.annotations = Some([annotation].into());
+            s.data = Some([("apiKey".into(), ByteString(value.to_vec()))].into());
+            s
+        };
         let (owners, mut subs, mut keys, mut domains) = SecretOwners::channels();
         for event in [
-            watcher::Event::Delete(secret.clone()),
-            watcher::Event::Apply(secret.clone()),
+            watcher::Event::Delete(secret(b"value")),
+            watcher::Event::Apply(secret(b"tampered")),
+            watcher::Event::InitApply(secret(b"tampered")),
         ] {
-            let event = Ok(event);
-            owners.trigger(touched(&event).expect("a touched Secret"));
+            owners.route(&digest, &Ok(event));
             let routed = keys.try_recv().expect("routed");
             assert_eq!(routed, ObjectRef::new("ci").within("ns"));
         }
-        assert!(touched::<Secret>(&Ok(watcher::Event::InitDone)).is_none());
+        for event in [
+            watcher::Event::Apply(secret(b"value")),
+            watcher::Event::InitApply(secret(b"value")),
+            watcher::Event::InitDone,
+        ] {
+            owners.route(&digest, &Ok(event));
+            assert!(keys.try_recv().is_err(), "the operator's own write");
+        }
         assert!(subs.try_recv().is_err(), "no SubAccount named");
         assert!(domains.try_recv().is_err(), "no SendingDomain named");
     }
