@@ -12,12 +12,13 @@
 //!   did not write, is an adoption, allowed only by `mailtarget.co/adoption-policy` (or the
 //!   operator's `--default-adoption-policy`).
 
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::context::{Context, FIELD_MANAGER};
 use super::find::Query;
+use super::namespaces::Watchable;
 use super::revision::Revision;
 use crate::crd::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID, AdoptionPolicy,
@@ -100,18 +101,12 @@ pub fn refuse_adoption(
 
 /// Merge-patches the identity annotations of `obj` to `annotations` as the operator's field
 /// manager, over the version `revision` holds (see [`super::revision`]).
-async fn patch_annotations<K>(
+async fn patch_annotations<K: Watchable>(
     ctx: &Context,
     obj: &K,
     annotations: serde_json::Value,
     revision: &Revision,
-) -> Result<(), kube::Error>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
+) -> Result<(), kube::Error> {
     let mut patch = json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
@@ -137,13 +132,11 @@ where
 ///
 /// Errors: the Kubernetes API's (409 Conflict for a stale copy); the create must then not be
 /// sent.
-pub async fn mark_pending<K>(ctx: &Context, obj: &K, revision: &Revision) -> Result<(), kube::Error>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
+pub async fn mark_pending<K: Watchable>(
+    ctx: &Context,
+    obj: &K,
+    revision: &Revision,
+) -> Result<(), kube::Error> {
     let now = crate::crd::conditions::now_rfc3339();
     let marker = format!("{now} {}", pending_mac(ctx, obj, &now));
     let annotations = json!({
@@ -160,17 +153,11 @@ where
 /// resource's own.
 ///
 /// Errors: the Kubernetes API's (409 Conflict when the object changed since `revision`).
-pub async fn clear_pending<K>(
+pub async fn clear_pending<K: Watchable>(
     ctx: &Context,
     obj: &K,
     revision: &Revision,
-) -> Result<(), kube::Error>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
+) -> Result<(), kube::Error> {
     let annotations = json!({ ANNOTATION_CREATE_PENDING: null });
     patch_annotations(ctx, obj, annotations, revision).await
 }
@@ -180,18 +167,12 @@ where
 /// recorded their id in `status.id` only.
 ///
 /// Errors: the Kubernetes API's (409 Conflict when the object changed since `revision`).
-pub async fn record<K>(
+pub async fn record<K: Watchable>(
     ctx: &Context,
     obj: &K,
     id: i64,
     revision: &Revision,
-) -> Result<(), kube::Error>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
+) -> Result<(), kube::Error> {
     let id = id.to_string();
     if obj.annotations().get(ANNOTATION_EXTERNAL_ID) == Some(&id) && !is_pending(obj) {
         return Ok(());

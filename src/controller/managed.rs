@@ -5,13 +5,11 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use k8s_openapi::NamespaceResourceScope;
+use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use super::cache::CachedKind;
 use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
@@ -20,6 +18,7 @@ use super::context::{Context, object_key, object_uid};
 use super::converge;
 use super::error::{Error, Result};
 use super::identity;
+use super::namespaces::Watchable;
 use super::revision::Revision;
 use super::revision::is_conflict;
 use super::status::{Outcome, set_conditions, write_status};
@@ -246,17 +245,7 @@ impl<S> From<ConvergeResult<S>> for Settled<S> {
 /// A custom resource the operator manages: a kind of the engine, listed in the account cache,
 /// claiming API objects, and a namespaced Kubernetes resource.
 pub trait Managed:
-    ManagedKind<Resource = Self>
-    + CachedKind
-    + Claimant
-    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Serialize
-    + Debug
-    + Send
-    + Sync
-    + 'static
+    ManagedKind<Resource = Self> + CachedKind + Claimant + Watchable + Serialize
 {
     /// What the resource's object offers other resources, checked once it is in sync against
     /// the account's cached lists (`service`) and recorded in `status`: `Ok(Err(lack))` when

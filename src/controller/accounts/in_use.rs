@@ -32,6 +32,7 @@ use super::usage::account_name;
 use crate::controller::claims::{Claimant, Claims};
 use crate::controller::context::Context;
 use crate::controller::error::Result;
+use crate::controller::namespaces::Watchable;
 use crate::crd::{Account, ApiKey, FINALIZER, SendingDomain, SubAccount};
 
 /// The finalizer an `Account` carries while managed resources use it (see the module
@@ -104,10 +105,7 @@ async fn list_users<K>(
     users: &mut Vec<String>,
 ) -> Result<()>
 where
-    K: Claimant
-        + Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
+    K: Claimant + Watchable,
 {
     let api: Api<K> = Api::namespaced(ctx.kube.clone(), namespace);
     let list = api.list(&ListParams::default()).await?;
