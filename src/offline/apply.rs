@@ -146,36 +146,27 @@ pub async fn run(
         .collect();
     let (sub_details, callers) = (&sub_details, &callers);
 
-    let keys = indexed(|s| matches!(s, Step::ApiKey(_) | Step::KeyOfNewSubAccount { .. }));
-    let done: Vec<(usize, Outcome)> = stream::iter(keys)
-        .map(|i| async move {
-            let o = match placed_ctx(ctx, callers, i) {
-                Ok(ctx) => apply_api_key(&ctx, plan, i, sub_details).await,
-                Err(e) => failed(&plan.entries[i], e),
-            };
-            (i, o)
-        })
-        .buffered(PARALLEL)
-        .collect()
-        .await;
-    for (i, o) in done {
-        outcomes[i] = Some(o);
-    }
-
-    let domains = indexed(|s| matches!(s, Step::SendingDomain { .. }));
-    let done: Vec<(usize, Outcome)> = stream::iter(domains)
-        .map(|i| async move {
-            let o = match placed_ctx(ctx, callers, i) {
-                Ok(ctx) => apply_domain(&ctx, plan, i).await,
-                Err(e) => failed(&plan.entries[i], e),
-            };
-            (i, o)
-        })
-        .buffered(PARALLEL)
-        .collect()
-        .await;
-    for (i, o) in done {
-        outcomes[i] = Some(o);
+    // Keys, then domains, each resource through the client of its placement.
+    let phases: [fn(&Step) -> bool; 2] = [
+        |s| matches!(s, Step::ApiKey(_) | Step::KeyOfNewSubAccount { .. }),
+        |s| matches!(s, Step::SendingDomain { .. }),
+    ];
+    for phase in phases {
+        let done: Vec<(usize, Outcome)> = stream::iter(indexed(phase))
+            .map(|i| async move {
+                let o = match (placed_ctx(ctx, callers, i), &plan.steps[i]) {
+                    (Err(e), _) => failed(&plan.entries[i], e),
+                    (Ok(ctx), Step::SendingDomain(_)) => apply_domain(&ctx, plan, i).await,
+                    (Ok(ctx), _) => apply_api_key(&ctx, plan, i, sub_details).await,
+                };
+                (i, o)
+            })
+            .buffered(PARALLEL)
+            .collect()
+            .await;
+        for (i, o) in done {
+            outcomes[i] = Some(o);
+        }
     }
     let outcomes = outcomes
         .into_iter()
