@@ -157,7 +157,10 @@ pub async fn run(
                 let o = match (placed_ctx(ctx, callers, i), &plan.steps[i]) {
                     (Err(e), _) => failed(&plan.entries[i], e),
                     (Ok(ctx), Step::SendingDomain(_)) => apply_domain(&ctx, plan, i).await,
-                    (Ok(ctx), _) => apply_api_key(&ctx, plan, i, sub_details).await,
+                    (Ok(ctx), Step::ApiKey(_) | Step::KeyOfNewSubAccount { .. }) => {
+                        apply_api_key(&ctx, plan, i, sub_details).await
+                    }
+                    (Ok(_), _) => outcome(&plan.entries[i], "skipped"),
                 };
                 (i, o)
             })
