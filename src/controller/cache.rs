@@ -264,7 +264,7 @@ pub trait CachedKind: ManagedKind {
     fn fetch(client: &Client) -> impl Future<Output = Result<Vec<Self::Item>, ApiError>> + Send;
     /// Takes the object a write answered into the cache.
     fn absorb(cache: &AccountCache, detail: &Self::Detail) {
-        Self::list(cache).upsert(Self::item_of(detail));
+        Self::list(cache).upsert(Self::Item::from(detail));
     }
 }
 
@@ -279,7 +279,7 @@ impl CachedKind for SubAccount {
     }
     /// A sub account's answer lists its keys too (those created with it among them).
     fn absorb(cache: &AccountCache, detail: &SubAccountDetail) {
-        cache.sub_accounts.upsert(Self::item_of(detail));
+        cache.sub_accounts.upsert(Self::Item::from(detail));
         for key in &detail.api_keys {
             cache.api_keys.upsert(key.clone());
         }

@@ -23,6 +23,7 @@ use super::placement::{Placement, REASON_CREDENTIAL_RESERVED, place, refuse_cred
 use super::revision::Revision;
 use super::secrets::{self, Integrity, SecretError, SecretWrite};
 use super::status::Outcome;
+use crate::api::ApiObject;
 use crate::crd::Ownership;
 use crate::crd::conditions::now_rfc3339;
 use crate::engine::MatchedBy;
@@ -185,16 +186,16 @@ async fn converge_placed<K: Managed>(
         && (ctx.details.due(&key, has_detail)
             || (!has_detail && spec_changed(obj, old.observed_generation())))
     {
-        let read = K::read(api, how.id).await;
+        let read = K::Detail::read(api, how.id).await;
         detail = Some(read.map_err(|e| Failure::api(e, &format!("reading the {}", K::NOUN), old))?);
         ctx.details.read(&key);
     }
     let observed = match (&found, &detail) {
-        (Some((_, how)), Some(d)) => Some((*how, K::observe_detail(d))),
+        (Some((_, how)), Some(d)) => Some((*how, K::Observed::from(d))),
         (Some((i, how)), None) if K::needs_detail(&desired) => {
             Some((*how, K::observe_known(i, old)))
         }
-        (Some((i, how)), None) => Some((*how, K::observe_item(i))),
+        (Some((i, how)), None) => Some((*how, K::Observed::from(i))),
         (None, _) => None,
     };
     let mut plan = driver::plan_observed::<K>(desired, observed)

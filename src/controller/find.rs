@@ -11,7 +11,7 @@ use super::context::Context;
 use super::identity;
 use super::managed::Failure;
 use super::managed::Managed;
-use crate::api::{ApiError, Client};
+use crate::api::{ApiError, ApiObject, Client};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::ManagedStatus;
 use crate::engine::{Found, Lookup, MatchedBy};
@@ -156,10 +156,10 @@ pub async fn find_managed<K: Managed>(
     let verdict = match (owned, &first) {
         (Some(id), Verdict::Match(_, how)) if how.id == id => first,
         (Some(id), _) if external_id.is_none_or(|e| e == id) => {
-            let read = gone_is_none(K::read(client, id).await);
+            let read = gone_is_none(K::Detail::read(client, id).await);
             match read.map_err(|e| Failure::api(e, &format!("reading {} {id}", K::NOUN), old))? {
                 Some(detail) => Verdict::Match(
-                    K::item_of(&detail),
+                    K::Item::from(&detail),
                     Found {
                         id,
                         matched_by: MatchedBy::StatusId,

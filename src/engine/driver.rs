@@ -4,7 +4,7 @@
 //! is resolved by looking the object up by natural key (`engine::recovery`).
 
 use super::{ManagedKind, Planned, PlannedStep, StepAction, StepOutcome, StepReport, target};
-use crate::api::{ApiError, Client};
+use crate::api::{ApiError, ApiObject, Client};
 use crate::engine::inventory::Inventory;
 use crate::engine::recovery::create_or_recover;
 use crate::engine::{Found, Lookup, validate};
@@ -84,10 +84,11 @@ pub async fn plan_desired<K: ManagedKind>(
         return Err(PlanError::Blocked(message));
     }
     let observed = match lookup {
-        Lookup::Found(_, how) if K::needs_detail(&desired) => {
-            Some((how, K::observe_detail(&K::read(client, how.id).await?)))
-        }
-        Lookup::Found(item, how) => Some((how, K::observe_item(item))),
+        Lookup::Found(_, how) if K::needs_detail(&desired) => Some((
+            how,
+            K::Observed::from(&K::Detail::read(client, how.id).await?),
+        )),
+        Lookup::Found(item, how) => Some((how, K::Observed::from(item))),
         _ => None,
     };
     plan_observed(desired, observed)
@@ -157,7 +158,7 @@ pub async fn execute<K: ManagedKind>(
         && current.is_none()
         && let Some(id) = id
     {
-        match K::read(client, id).await {
+        match K::Detail::read(client, id).await {
             Ok(detail) => current = Some(detail),
             Err(e) => error = Some(e),
         }
@@ -176,7 +177,7 @@ async fn recover<K: ManagedKind>(
     d: &K::Desired,
 ) -> Result<Option<K::Detail>, ApiError> {
     match find_created::<K>(client, d).await? {
-        Some(id) => K::read(client, id).await.map(Some),
+        Some(id) => K::Detail::read(client, id).await.map(Some),
         None => Ok(None),
     }
 }
@@ -190,7 +191,7 @@ pub async fn find_created<K: ManagedKind>(
     client: &Client,
     d: &K::Desired,
 ) -> Result<Option<i64>, ApiError> {
-    let items = K::search(client, K::natural_key(d)).await?;
+    let items = K::Detail::search(client, K::natural_key(d)).await?;
     Ok(match K::lookup(d, None, None, &items) {
         Lookup::Found(_, how) => Some(how.id),
         _ => None,
@@ -287,7 +288,7 @@ async fn run_step<K: ManagedKind>(
         _ => K::run(client, &step.request, *id).await?,
     };
     if let Some(answer) = &answer {
-        *id = Some(K::detail_id(answer));
+        *id = Some(answer.id());
     }
     *current = answer;
     Ok(true)

@@ -4,7 +4,7 @@
 
 use crate::api::{
     ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery,
-    ListSubAccountsQuery, SendingDomainListItem, SubAccountListItem,
+    ListSubAccountsQuery, SendingDomainListItem, SubAccountDetail, SubAccountListItem,
 };
 
 /// Every object of the account, as list items.
@@ -38,5 +38,18 @@ impl Inventory {
             api_keys,
             sending_domains,
         })
+    }
+
+    /// What the sub account `detail` holds a moment after its create answered it: the keys
+    /// that answer lists (the key it was created with), and no domain yet.
+    pub fn of_new_sub_account(detail: &SubAccountDetail) -> Inventory {
+        let keys = detail.api_keys.iter().map(|k| ApiKeyListItem {
+            sub_account_id: detail.id,
+            ..k.clone()
+        });
+        Inventory {
+            api_keys: keys.collect(),
+            ..Inventory::default()
+        }
     }
 }

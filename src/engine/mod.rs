@@ -28,7 +28,7 @@ pub use status::{ManagedStatus, Pacing};
 pub use step::{FieldChange, Sent, Step, StepAction, StepOutcome, StepReport};
 pub use validate::Problem;
 
-use crate::api::{ApiError, Client};
+use crate::api::{ApiError, ApiObject, Client};
 use crate::engine::inventory::Inventory;
 
 /// What a kind plans for one resource: the matched object, the steps in order, the field
@@ -157,14 +157,15 @@ pub trait ManagedKind: 'static {
     /// The validated spec.
     type Desired: Clone + Send + Sync;
     /// An object as a list page shows it.
-    type Item: Clone + Send + Sync;
-    /// An object as a read, a create or an update answers it.
-    type Detail: Send + Sync;
+    type Item: Clone + Send + Sync + for<'a> From<&'a Self::Detail>;
+    /// An object as a read, a create or an update answers it: how it is read, searched for and
+    /// listed is the interface's ([`ApiObject`]).
+    type Detail: ApiObject<Item = Self::Item>;
     /// The resource's status.
     type Status: ManagedStatus + std::fmt::Debug;
     /// What the plan compares: built from a list item or, when the spec sets fields the list
     /// lacks ([`ManagedKind::needs_detail`]), from a read.
-    type Observed: Send + Sync;
+    type Observed: Send + Sync + for<'a> From<&'a Self::Item> + for<'a> From<&'a Self::Detail>;
     /// The request of one step.
     type Request: Clone + std::fmt::Debug + Send + Sync;
     /// Kind name, e.g. `SendingDomain`.
@@ -196,10 +197,6 @@ pub trait ManagedKind: 'static {
     fn needs_detail(_d: &Self::Desired) -> bool {
         false
     }
-    /// What a list item shows.
-    fn observe_item(item: &Self::Item) -> Self::Observed;
-    /// What a read shows.
-    fn observe_detail(detail: &Self::Detail) -> Self::Observed;
     /// The steps for `d` against the matched object (`None`: none exists).
     ///
     /// Errors: for people, why the object can be neither found nor created.
@@ -207,11 +204,6 @@ pub trait ManagedKind: 'static {
         d: &Self::Desired,
         found: Option<(Found, &Self::Observed)>,
     ) -> Result<Planned<Self::Request>, String>;
-    /// Reads the object `id`.
-    fn read(
-        client: &Client,
-        id: i64,
-    ) -> impl Future<Output = Result<Self::Detail, ApiError>> + Send;
     /// Whether the step with `request` runs, given what the service answered so far in this
     /// execution (`current`); `None` when nothing answered yet, and the step then runs as
     /// planned (its condition held on what the plan observed). Steps without a condition
@@ -227,15 +219,6 @@ pub trait ManagedKind: 'static {
     /// The step that carries out the resource's deletion policy on its object (`DELETE`, or a
     /// sub account's deactivation); `None` when the policy keeps the object.
     fn deletion(r: &Self::Resource) -> Option<PlannedStep<Self::Request>>;
-    /// Every object whose natural key matches `search` (the list endpoint's free-text search,
-    /// all pages): where the driver looks for an object after a create that may have happened
-    /// without a definite answer.
-    fn search(
-        client: &Client,
-        search: &str,
-    ) -> impl Future<Output = Result<Vec<Self::Item>, ApiError>> + Send;
-    /// The id of an object as answered.
-    fn detail_id(detail: &Self::Detail) -> i64;
     /// The Secret keys the spec asks to fill.
     fn secret_refs(d: &Self::Desired) -> Vec<SecretRef>;
     /// The secret values of `detail` that the spec asks to store.
@@ -261,7 +244,7 @@ pub trait ManagedKind: 'static {
     /// What the plan compares when the spec needs detail-only fields and no read was made: the
     /// list item, with those fields as `status` last recorded them.
     fn observe_known(item: &Self::Item, _status: &Self::Status) -> Self::Observed {
-        Self::observe_item(item)
+        Self::Observed::from(item)
     }
     /// Where a resource stands once its steps ran, from its status.
     fn summary(d: &Self::Desired, status: &Self::Status) -> Summary;
@@ -273,8 +256,6 @@ pub trait ManagedKind: 'static {
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
-    /// The list item the service would now list for `detail` (to keep a cached list current).
-    fn item_of(detail: &Self::Detail) -> Self::Item;
     /// `spec.accountRef`: the account the resource is managed through (`None`: ClusterAccount
     /// `default`).
     fn account_ref(r: &Self::Resource) -> Option<&crate::crd::AccountReference>;
@@ -290,4 +271,12 @@ pub trait ManagedKind: 'static {
     }
     /// Scopes `d` to the sub account `id` once the front end resolved the reference.
     fn in_sub_account(_d: &mut Self::Desired, _id: i64) {}
+    /// True for a kind whose objects ask for DNS records (see [`ManagedKind::records`]).
+    const HAS_RECORDS: bool = false;
+    /// The DNS records `detail` asks to publish and whether the service found them all (a
+    /// sending domain's, interface document "Sending domains"); `None` for kinds without
+    /// records. The cluster-less `apply` reports them.
+    fn records(_detail: &Self::Detail) -> Option<(Vec<crate::crd::DnsRecord>, bool)> {
+        None
+    }
 }

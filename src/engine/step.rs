@@ -81,6 +81,19 @@ impl Step {
         });
         self
     }
+
+    /// [`Step::sends`] when `value` is set; the same step when it is `None`.
+    pub fn sends_some(
+        self,
+        field: &'static str,
+        value: Option<impl Into<String>>,
+        create_only: bool,
+    ) -> Self {
+        match value {
+            Some(v) => self.sends(field, v, create_only),
+            None => self,
+        }
+    }
 }
 
 /// What became of one step when it was reached.
@@ -136,12 +149,28 @@ pub struct FieldChange {
 }
 
 impl FieldChange {
-    /// A change of `field` from `from` to `to`, rendered with `Debug` quoting for strings.
+    /// A change of `field` from `from` to `to`, both as shown to people.
     pub fn new(field: &'static str, from: impl Into<String>, to: impl Into<String>) -> Self {
         FieldChange {
             field,
             from: from.into(),
             to: to.into(),
         }
+    }
+
+    /// When the service's `have` differs from the spec's `want`: records the change of `field`
+    /// in `changes` (both values as `show` renders them) and answers `Some(want)`, the value an
+    /// update sends; else `None`.
+    pub fn record<T: PartialEq + Clone>(
+        changes: &mut Vec<FieldChange>,
+        field: &'static str,
+        have: &T,
+        want: &T,
+        show: impl Fn(&T) -> String,
+    ) -> Option<T> {
+        (have != want).then(|| {
+            changes.push(FieldChange::new(field, show(have), show(want)));
+            want.clone()
+        })
     }
 }

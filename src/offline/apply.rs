@@ -8,12 +8,11 @@ use serde::Serialize;
 
 use super::plan::{Entry, Inside, OfflinePlan, Step, Summary};
 use super::{secrets, twins};
-use crate::api::{Client, SubAccountDetail};
-use crate::crd::{ApiKey, DnsRecord};
+use crate::api::{ApiObject, Client, SubAccountDetail};
+use crate::crd::DnsRecord;
 use crate::engine::driver::{self, ResourcePlan};
-use crate::engine::kinds::sending_domain::{self, records};
+use crate::engine::inventory::Inventory;
 use crate::engine::kinds::sub_account;
-use crate::engine::{Found, MatchedBy, natural_key};
 use crate::engine::{ManagedKind, StepReport};
 use crate::files::SafeDir;
 
@@ -125,8 +124,14 @@ pub async fn run(
     let subs = indexed(|s| matches!(s, Step::SubAccount { .. }));
     let created: Vec<(usize, Outcome, Option<SubAccountDetail>)> = stream::iter(subs)
         .map(|i| async move {
-            let (o, d) = apply_sub_account(ctx, plan, i).await;
-            (i, o, d)
+            let (entry, namespace) = (&plan.entries[i], plan.resources[i].namespace());
+            match &plan.steps[i] {
+                Step::SubAccount(p) => {
+                    let (o, d) = apply_one(ctx, p, entry, namespace, true).await;
+                    (i, o, d)
+                }
+                _ => (i, outcome(entry, "skipped"), None),
+            }
         })
         .buffered(PARALLEL)
         .collect()
@@ -148,19 +153,23 @@ pub async fn run(
 
     // Keys, then domains, each resource through the client of its placement.
     let phases: [fn(&Step) -> bool; 2] = [
-        |s| matches!(s, Step::ApiKey(_) | Step::KeyOfNewSubAccount { .. }),
-        |s| matches!(s, Step::SendingDomain { .. }),
+        |s| matches!(s, Step::ApiKey(_)),
+        |s| matches!(s, Step::SendingDomain(_)),
     ];
     for phase in phases {
         let done: Vec<(usize, Outcome)> = stream::iter(indexed(phase))
             .map(|i| async move {
+                let (entry, namespace) = (&plan.entries[i], plan.resources[i].namespace());
+                let new_sub = new_sub_account(plan, i, sub_details);
                 let o = match (placed_ctx(ctx, callers, i), &plan.steps[i]) {
-                    (Err(e), _) => failed(&plan.entries[i], e),
-                    (Ok(ctx), Step::SendingDomain(_)) => apply_domain(&ctx, plan, i).await,
-                    (Ok(ctx), Step::ApiKey(_) | Step::KeyOfNewSubAccount { .. }) => {
-                        apply_api_key(&ctx, plan, i, sub_details).await
+                    (Err(e), _) => failed(entry, e),
+                    (Ok(ctx), Step::ApiKey(p)) => {
+                        apply_placed(&ctx, p, entry, namespace, new_sub).await
                     }
-                    (Ok(_), _) => outcome(&plan.entries[i], "skipped"),
+                    (Ok(ctx), Step::SendingDomain(p)) => {
+                        apply_placed(&ctx, p, entry, namespace, new_sub).await
+                    }
+                    (Ok(_), _) => outcome(entry, "skipped"),
                 };
                 (i, o)
             })
@@ -247,25 +256,32 @@ fn write_secret(
 }
 
 /// Executes the plan of one resource of kind `K` and reports it: the result word, the id, each
-/// step's outcome, and the secret values written under `--secrets-dir`. `known` is the object
-/// as already read, if it was; `want_detail` reads it at the end when no step answered it.
+/// step's outcome, the secret values written under `--secrets-dir` and, with `report`, the DNS
+/// records to publish ([`ManagedKind::records`]; the object is read at the end when no step
+/// answered it and the report or a secret value needs it).
 pub(crate) async fn apply_one<K: ManagedKind>(
     ctx: &Ctx<'_>,
     plan: &ResourcePlan<K>,
     entry: &Entry,
     namespace: &str,
-    known: Option<K::Detail>,
-    want_detail: bool,
+    report: bool,
 ) -> (Outcome, Option<K::Detail>) {
-    let executed = driver::execute::<K>(ctx.client, plan, known, want_detail).await;
+    let exports = ctx.secrets_dir.is_some() && !K::secret_refs(&plan.desired).is_empty();
+    let want_detail = report && (K::HAS_RECORDS || exports);
+    let executed = driver::execute::<K>(ctx.client, plan, None, want_detail).await;
     let mut o = match &executed.error {
         None => outcome(entry, past_tense(entry.action)),
         Some(e) => failed(entry, e),
     };
     o.steps = executed.steps;
+    o.entry.id = o.entry.id.or(plan.planned.found.map(|f| f.id));
     if let Some(detail) = &executed.detail {
-        let id = K::detail_id(detail);
+        let id = detail.id();
         o.entry.id = Some(id);
+        if let Some((records, verified)) = K::records(detail).filter(|_| report) {
+            o.dns_records = records;
+            o.verified = Some(verified);
+        }
         match K::exports(&plan.desired, detail) {
             Ok(exports) => {
                 for export in exports {
@@ -293,94 +309,42 @@ pub(crate) async fn apply_one<K: ManagedKind>(
     (o, executed.detail)
 }
 
-async fn apply_sub_account(
-    ctx: &Ctx<'_>,
+/// The create answer of the sub account this apply created for resource `i`, when `i` is
+/// placed inside one (`created`: manifest index and answer of each SubAccount applied).
+fn new_sub_account<'a>(
     plan: &OfflinePlan,
     i: usize,
-) -> (Outcome, Option<SubAccountDetail>) {
-    let (Step::SubAccount(p), entry) = (&plan.steps[i], &plan.entries[i]) else {
-        return (outcome(&plan.entries[i], "skipped"), None);
-    };
-    // The detail holds the first key's value, to write under --secrets-dir (a create answers
-    // it anyway, for the keys created with the sub account).
-    let want = ctx.secrets_dir.is_some() && p.desired.initial_key.is_some();
-    let namespace = plan.resources[i].namespace();
-    apply_one(ctx, p, entry, namespace, None, want).await
+    created: &'a [(usize, SubAccountDetail)],
+) -> Option<&'a SubAccountDetail> {
+    let placed = plan.inside.get(i)?.as_ref().filter(|p| p.id.is_none())?;
+    created
+        .iter()
+        .find(|(s, _)| *s == placed.sub)
+        .map(|(_, d)| d)
 }
 
-async fn apply_api_key(
+/// Applies `plan`, made against the account as it was: for a resource inside a sub account this
+/// apply created (`new_sub`: its create answer), planned again first against what that answer
+/// shows the sub account holds (the plan found nothing there; the key the sub account was
+/// created with is there now). Every success of such a resource is reported `created`, as its
+/// entry says.
+async fn apply_placed<K: ManagedKind>(
     ctx: &Ctx<'_>,
-    plan: &OfflinePlan,
-    i: usize,
-    subs: &[(usize, SubAccountDetail)],
+    plan: &ResourcePlan<K>,
+    entry: &Entry,
+    namespace: &str,
+    new_sub: Option<&SubAccountDetail>,
 ) -> Outcome {
-    let namespace = plan.resources[i].namespace();
-    let want = ctx.secrets_dir.is_some();
-    let entry = &plan.entries[i];
-    let (desired, sub) = match &plan.steps[i] {
-        Step::ApiKey(p) => return apply_one(ctx, p, entry, namespace, None, want).await.0,
-        Step::KeyOfNewSubAccount {
-            desired,
-            sub_account,
-        } => (desired, sub_account),
-        _ => return outcome(entry, "skipped"),
+    let Some(sub) = new_sub else {
+        return apply_one(ctx, plan, entry, namespace, true).await.0;
     };
-    // A key created with its SubAccount in this apply: planned now that the sub account exists.
-    let placed = plan.inside.get(i).and_then(Option::as_ref);
-    let Some((_, detail)) = placed.and_then(|p| subs.iter().find(|(s, _)| *s == p.sub)) else {
-        return failed(entry, format!("SubAccount \"{sub}\" was not applied"));
-    };
-    let Some(item) = detail
-        .api_keys
-        .iter()
-        .find(|k| natural_key::same_key_name(&k.name, &desired.name))
-    else {
-        return failed(
-            entry,
-            format!(
-                "the sub account of SubAccount \"{sub}\" has no key named \"{}\"",
-                desired.name
-            ),
-        );
-    };
-    // Read with the sub account's credential (`ctx`), which owns it.
-    let current = match ctx.client.get_api_key(item.id).await {
-        Ok(c) => c,
-        Err(e) => return failed(entry, e),
-    };
-    let mut d = desired.clone();
-    d.sub_account_id = Some(detail.id);
-    let found = Found {
-        id: item.id,
-        matched_by: MatchedBy::NaturalKey,
-    };
-    let observed = ApiKey::observe_detail(&current);
-    match driver::plan_observed::<ApiKey>(d, Some((found, observed))) {
-        Ok(p) => {
-            let mut o = apply_one(ctx, &p, entry, namespace, Some(current), want)
-                .await
-                .0;
-            if o.result == "unchanged" || o.result == "updated" {
-                o.result = "created";
-            }
-            o
-        }
+    let mut desired = plan.desired.clone();
+    K::in_sub_account(&mut desired, sub.id);
+    let held = Inventory::of_new_sub_account(sub);
+    match driver::plan_desired::<K>(ctx.client, desired, K::items(&held)).await {
+        Ok(plan) => apply_one(ctx, &plan, entry, namespace, true).await.0,
         Err(e) => failed(entry, e),
     }
-}
-
-async fn apply_domain(ctx: &Ctx<'_>, plan: &OfflinePlan, i: usize) -> Outcome {
-    let (Step::SendingDomain(p), entry) = (&plan.steps[i], &plan.entries[i]) else {
-        return outcome(&plan.entries[i], "skipped");
-    };
-    // The detail carries the DNS records and flags the report prints.
-    let namespace = plan.resources[i].namespace();
-    let (mut o, detail) = apply_one(ctx, p, entry, namespace, None, true).await;
-    if let Some(detail) = &detail {
-        o.dns_records = records::dns_records(detail);
-        o.verified = Some(sending_domain::verified(detail));
-    }
-    o
 }
 
 /// The result word of an entry whose steps all ran: `created`, `updated`, `unchanged`, and for

@@ -149,13 +149,9 @@ pub async fn run(client: &Client, plan: &OfflinePlan) -> ApplyReport {
                     "skipped"
                 },
             ),
-            Step::SubAccount(p) => apply_one::<SubAccount>(&ctx, p, e, ns, None, false).await.0,
-            Step::ApiKey(p) => apply_one::<ApiKey>(&ctx, p, e, ns, None, false).await.0,
-            Step::SendingDomain(p) => {
-                apply_one::<SendingDomain>(&ctx, p, e, ns, None, false)
-                    .await
-                    .0
-            }
+            Step::SubAccount(p) => apply_one(&ctx, p, e, ns, false).await.0,
+            Step::ApiKey(p) => apply_one(&ctx, p, e, ns, false).await.0,
+            Step::SendingDomain(p) => apply_one(&ctx, p, e, ns, false).await.0,
             Step::Skip => outcome(e, e.action),
             _ => failed(e, "cannot be destroyed"),
         });

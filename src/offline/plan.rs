@@ -7,7 +7,6 @@ use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::kinds::api_key;
 use crate::engine::kinds::sub_account;
 use crate::engine::{FieldChange, MatchedBy, natural_key};
 use crate::engine::{ManagedKind, Step as EngineStep};
@@ -90,17 +89,12 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// The typed plan of one resource, kept for [`crate::offline::apply`].
+/// The typed plan of one resource, kept for [`crate::offline::apply`]. A resource inside a sub
+/// account this apply creates is planned again once that exists (see `apply`).
 #[derive(Clone, Debug)]
 pub(crate) enum Step {
     SubAccount(ResourcePlan<SubAccount>),
     ApiKey(ResourcePlan<ApiKey>),
-    /// The key created with a sub account this apply creates (the operator's credential there,
-    /// named like it): read once the sub account exists, then managed as planned.
-    KeyOfNewSubAccount {
-        desired: api_key::Desired,
-        sub_account: String,
-    },
     SendingDomain(ResourcePlan<SendingDomain>),
     Invalid,
     /// Paused or `ObserveOnly`: nothing to execute (see [`super::guards`]).
@@ -361,13 +355,12 @@ pub(crate) async fn build_with(
                 let mut e = entry_of(loaded);
                 let (step, placed) = match &loaded.resource {
                     Resource::ApiKey(r) => {
-                        let first = Some(new_sub_account_key as FirstKey<ApiKey>);
                         let at = (loaded, sub_accounts, inventory);
-                        plan_placed::<ApiKey>(client, r, at, first, &mut e).await?
+                        plan_placed::<ApiKey>(client, r, at, &mut e).await?
                     }
                     Resource::SendingDomain(r) => {
                         let at = (loaded, sub_accounts, inventory);
-                        plan_placed::<SendingDomain>(client, r, at, None, &mut e).await?
+                        plan_placed::<SendingDomain>(client, r, at, &mut e).await?
                     }
                     Resource::SubAccount(_) => (Step::Invalid, None),
                 };
@@ -434,13 +427,12 @@ async fn plan_sub_account(
 /// Inside an existing sub account it is looked up among that sub account's objects only, and
 /// its calls will use the sub account's credential; inside one this apply creates, nothing of
 /// it exists yet, so it is created (a domain taken elsewhere is an error), except the key the
-/// sub account is created with, which the apply reads once it exists.
-/// `first` plans the key a new sub account is created with (ApiKeys only).
+/// sub account is created with, which comes with it. `apply` plans these again once the sub
+/// account exists.
 async fn plan_placed<K: ManagedKind>(
     client: &Client,
     r: &K::Resource,
     (loaded, sub_accounts, inventory): (&Loaded, &[PlannedSubAccount], &Inventory),
-    first: Option<FirstKey<K>>,
     e: &mut Entry,
 ) -> Result<(Step, Option<Inside>), ApiError>
 where
@@ -476,33 +468,27 @@ where
     let inside = Some(sub.inside.clone());
     match sub.inside.id {
         Some(id) => K::in_sub_account(&mut d, id),
-        None => {
-            if let Some(first) = first
-                && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key)
-            {
-                return Ok((first(d, &sub.name, e), inside));
-            }
-            K::in_sub_account(&mut d, sub_account::NOT_CREATED_YET);
+        None if K::API_KEY
+            && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key) =>
+        {
+            let plan = Ok(new_sub_account_key::<K>(d, &sub.name));
+            return Ok((planned(e, plan, Step::from)?, inside));
         }
+        None => K::in_sub_account(&mut d, sub_account::NOT_CREATED_YET),
     }
     let result = driver::plan_desired::<K>(client, d, K::items(inventory)).await;
     Ok((planned(e, result, Step::from)?, inside))
 }
 
-/// Plans the key a new sub account is created with, from its desired state, the SubAccount's
-/// name and the entry to fill.
-type FirstKey<K> = fn(<K as ManagedKind>::Desired, &str, &mut Entry) -> Step;
-
-/// The key a new sub account is created with: read after the sub account's create.
-fn new_sub_account_key(desired: api_key::Desired, sub: &str, e: &mut Entry) -> Step {
-    e.action = "create";
-    e.notes.push(format!(
-        "created with SubAccount \"{sub}\" (the key it is created with)"
-    ));
-    Step::KeyOfNewSubAccount {
-        sub_account: sub.to_string(),
-        desired,
-    }
+/// The plan of the key a new sub account is created with (its credential key, which the API
+/// key `desired` names): no call of its own.
+fn new_sub_account_key<K: ManagedKind>(desired: K::Desired, sub: &str) -> ResourcePlan<K> {
+    let note = format!("created with SubAccount \"{sub}\" (the key it is created with)");
+    let planned = crate::engine::Planned {
+        notes: vec![note],
+        ..crate::engine::Planned::creating(Vec::new())
+    };
+    ResourcePlan { desired, planned }
 }
 
 impl From<ResourcePlan<ApiKey>> for Step {

@@ -5,7 +5,7 @@
 //! (the run fails, exit 1) while both ids are known, instead of leaving every later run to stop
 //! on an ambiguous name.
 
-use crate::api::Client;
+use crate::api::{ApiObject, Client};
 use crate::crd::ANNOTATION_EXTERNAL_ID;
 use crate::engine::Lookup;
 use crate::engine::ManagedKind;
@@ -21,7 +21,7 @@ pub(crate) async fn check<K: ManagedKind>(
 ) -> Result<(), String> {
     let key = K::natural_key(d);
     let noun = K::NOUN;
-    let items = K::search(client, key).await.map_err(|e| {
+    let items = K::Detail::search(client, key).await.map_err(|e| {
         format!(
             "created {noun} {created}, but listing \"{key}\" again to rule out a twin made by a concurrent apply failed: {e}"
         )

@@ -39,6 +39,21 @@ pub struct ApiKeyListItem {
     pub created_at: i64,
 }
 
+/// The list item the service lists for a key as a read answers it.
+impl From<&ApiKeyDetail> for ApiKeyListItem {
+    fn from(d: &ApiKeyDetail) -> Self {
+        ApiKeyListItem {
+            id: d.id,
+            key: d.key.clone(),
+            name: d.name.clone(),
+            permission_type: d.permission_type.clone(),
+            sub_account_id: d.sub_account_id,
+            sub_account_name: d.sub_account_name.clone(),
+            created_at: d.created_at,
+        }
+    }
+}
+
 /// One permission attached to an API key (element of [`ApiKeyDetail::permissions`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

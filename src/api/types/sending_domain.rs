@@ -49,6 +49,29 @@ pub struct SendingDomainListItem {
     pub types: Vec<String>,
 }
 
+/// The list item the service lists for a domain as a read answers it: `status` is `verified`
+/// when all three records are, else the detail's first status (`pending` when it has none).
+impl From<&SendingDomainDetail> for SendingDomainListItem {
+    fn from(d: &SendingDomainDetail) -> Self {
+        let status = match d.status.first() {
+            _ if d.is_verified() => "verified".to_string(),
+            Some(first) => first.clone(),
+            None => "pending".to_string(),
+        };
+        SendingDomainListItem {
+            id: d.id,
+            domain: d.domain.clone(),
+            assignment: d.assignment.clone(),
+            created_at: d.created_at,
+            status,
+            sub_account_id: d.sub_account_id,
+            sub_account_name: d.sub_account_name.clone(),
+            types: d.types.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 /// A sending domain as returned by `POST /domain/sending` (201), `GET /domain/sending/{id}`,
 /// `PUT /domain/sending/{id}/share` and (as an array) `PUT /domain/sending/{id}/verify-txt`.
 ///

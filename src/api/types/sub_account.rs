@@ -24,6 +24,19 @@ pub struct SubAccountListItem {
     pub created_at: i64,
 }
 
+/// The list item the service lists for a sub account as a read answers it (the detail's
+/// `subAccountName` is the list item's `name`).
+impl From<&SubAccountDetail> for SubAccountListItem {
+    fn from(d: &SubAccountDetail) -> Self {
+        SubAccountListItem {
+            id: d.id,
+            name: d.sub_account_name.clone(),
+            status: d.status.clone(),
+            created_at: d.created_at,
+        }
+    }
+}
+
 /// A sending domain as embedded in a sub account detail.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -9,9 +9,7 @@
 
 use std::net::IpAddr;
 
-use crate::api::{
-    ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, ListApiKeysQuery, UpdateApiKey,
-};
+use crate::api::{ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, UpdateApiKey};
 use crate::crd::subaccount::NamedId;
 use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy};
 use crate::engine::inventory::Inventory;
@@ -125,20 +123,13 @@ pub enum Call {
 }
 
 fn create_step(req: CreateApiKey) -> PlannedStep<Call> {
-    let mut s = Step::new(StepAction::Create, "POST /api-key");
-    if let Some(v) = &req.name {
-        s = s.sends("spec.name", v, false);
-    }
-    if let Some(v) = &req.permission_ids {
-        s = s.sends("spec.permissionIds", format!("{v:?}"), false);
-    }
-    if let Some(v) = &req.allowed_ip {
-        s = s.sends("spec.allowedIps", v, false);
-    }
-    PlannedStep {
-        step: s,
-        request: Call::Create(req),
-    }
+    let ids = req.permission_ids.as_ref().map(|v| format!("{v:?}"));
+    let step = Step::new(StepAction::Create, "POST /api-key")
+        .sends_some("spec.name", req.name.as_deref(), false)
+        .sends_some("spec.permissionIds", ids, false)
+        .sends_some("spec.allowedIps", req.allowed_ip.as_deref(), false);
+    let request = Call::Create(req);
+    PlannedStep { step, request }
 }
 
 impl ManagedKind for ApiKey {
@@ -215,14 +206,6 @@ impl ManagedKind for ApiKey {
         !d.permission_ids.is_empty() || !d.allowed_ips.is_empty()
     }
 
-    fn observe_item(item: &ApiKeyListItem) -> Observed {
-        Observed::from(item)
-    }
-
-    fn observe_detail(detail: &ApiKeyDetail) -> Observed {
-        Observed::from(detail)
-    }
-
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
         let Some((found, observed)) = found else {
             let mut steps = vec![create_step(create_request(d))];
@@ -247,10 +230,6 @@ impl ManagedKind for ApiKey {
         let request = Call::Update(request);
         let endpoint = "PUT /api-key/{id}";
         Ok(Planned::updating(found, endpoint, changes, request, notes))
-    }
-
-    async fn read(client: &Client, id: i64) -> Result<ApiKeyDetail, ApiError> {
-        client.get_api_key(id).await
     }
 
     fn due(call: &Call, current: Option<&ApiKeyDetail>) -> Option<bool> {
@@ -288,18 +267,6 @@ impl ManagedKind for ApiKey {
             step: Step::new(StepAction::Delete, "DELETE /api-key/{id}"),
             request: Call::Delete,
         })
-    }
-
-    async fn search(client: &Client, search: &str) -> Result<Vec<ApiKeyListItem>, ApiError> {
-        let query = ListApiKeysQuery {
-            search: Some(search.to_string()),
-            ..Default::default()
-        };
-        client.list_all_api_keys(&query).await
-    }
-
-    fn detail_id(detail: &ApiKeyDetail) -> i64 {
-        detail.id
     }
 
     fn secret_refs(d: &Desired) -> Vec<SecretRef> {
@@ -392,18 +359,6 @@ impl ManagedKind for ApiKey {
         }
     }
 
-    fn item_of(d: &ApiKeyDetail) -> ApiKeyListItem {
-        ApiKeyListItem {
-            id: d.id,
-            key: d.key.clone(),
-            name: d.name.clone(),
-            permission_type: d.permission_type.clone(),
-            sub_account_id: d.sub_account_id,
-            sub_account_name: d.sub_account_name.clone(),
-            created_at: d.created_at,
-        }
-    }
-
     fn sub_account_ref(r: &ApiKey) -> Option<&crate::crd::SubAccountReference> {
         r.spec.sub_account_ref.as_ref()
     }
@@ -424,33 +379,22 @@ fn export(d: &Desired, value: &secrecy::SecretString) -> Export {
 /// The changed fields of `observed` against `d`, and the update body carrying exactly them.
 /// Detail-only fields unknown in `observed` (`None`) are not compared.
 fn diff(d: &Desired, observed: &Observed) -> (Vec<FieldChange>, UpdateApiKey) {
-    let mut changes = Vec::new();
-    let mut request = UpdateApiKey::default();
-    if observed.name != d.name {
-        changes.push(FieldChange::new("spec.name", &observed.name, &d.name));
-        request.name = Some(d.name.clone());
+    let (mut changes, mut request) = (Vec::new(), UpdateApiKey::default());
+    let c = &mut changes;
+    request.name = FieldChange::record(c, "spec.name", &observed.name, &d.name, String::clone);
+    if let Some(want) = &d.permission_type {
+        let have = &observed.permission_type;
+        request.permission_type =
+            FieldChange::record(c, "spec.permissionType", have, want, String::clone);
     }
-    if let Some(want) = &d.permission_type
-        && &observed.permission_type != want
-    {
-        let field = "spec.permissionType";
-        changes.push(FieldChange::new(field, &observed.permission_type, want));
-        request.permission_type = Some(want.clone());
+    if let (false, Some(have)) = (d.permission_ids.is_empty(), &observed.permission_ids) {
+        let show = |ids: &Vec<i64>| format!("{ids:?}");
+        request.permission_ids =
+            FieldChange::record(c, "spec.permissionIds", have, &d.permission_ids, show);
     }
-    if !d.permission_ids.is_empty()
-        && let Some(have) = &observed.permission_ids
-        && have != &d.permission_ids
-    {
-        let (from, to) = (format!("{have:?}"), format!("{:?}", d.permission_ids));
-        changes.push(FieldChange::new("spec.permissionIds", from, to));
-        request.permission_ids = Some(d.permission_ids.clone());
-    }
-    if let Some(have) = &observed.allowed_ips
-        && have != &d.allowed_ips
-    {
-        let (from, to) = (join_ips(have), join_ips(&d.allowed_ips));
-        changes.push(FieldChange::new("spec.allowedIps", from, to.clone()));
-        request.allowed_ip = Some(to);
+    if let Some(have) = &observed.allowed_ips {
+        let ips = FieldChange::record(c, "spec.allowedIps", have, &d.allowed_ips, |v| join_ips(v));
+        request.allowed_ip = ips.map(|v| join_ips(&v));
     }
     (changes, request)
 }

@@ -4,8 +4,7 @@
 //! `spec.apiKey.secretName`. The interface has no DELETE for sub accounts.
 
 use crate::api::{
-    ApiError, Client, CreateSubAccount, ListSubAccountsQuery, SubAccountDetail, SubAccountListItem,
-    UpdateSubAccount,
+    ApiError, Client, CreateSubAccount, SubAccountDetail, SubAccountListItem, UpdateSubAccount,
 };
 use crate::crd::subaccount::NamedId;
 use crate::crd::{InitialApiKey, SubAccount, SubAccountDeletionPolicy, SubAccountStatus};
@@ -106,32 +105,22 @@ pub enum Call {
 }
 
 fn create_step(req: CreateSubAccount) -> PlannedStep<Call> {
-    let mut s = Step::new(StepAction::Create, "POST /sub-account");
-    if let Some(n) = &req.name {
-        s = s.sends("spec.name", n, false);
-    }
-    if let Some(v) = &req.status {
-        s = s.sends("spec.status", v, false);
-    }
-    if let Some(v) = req.ip_pool_id {
-        s = s.sends("spec.ipPoolId", v.to_string(), false);
-    }
-    if let Some(v) = &req.api_key_name {
-        s = s.sends("spec.credentialKeyName", v, true);
-    }
-    if let Some(v) = &req.permission_type {
-        s = s.sends("spec.apiKey.permissionType", v, true);
-    }
-    if let Some(v) = &req.permission_ids {
-        s = s.sends("spec.apiKey.permissionIds", format!("{v:?}"), true);
-    }
-    if let Some(v) = &req.allowed_ips {
-        s = s.sends("spec.apiKey.allowedIps", v, true);
-    }
-    PlannedStep {
-        step: s,
-        request: Call::Create(req),
-    }
+    let pool = req.ip_pool_id.map(|v| v.to_string());
+    let ids = req.permission_ids.as_ref().map(|v| format!("{v:?}"));
+    let step = Step::new(StepAction::Create, "POST /sub-account")
+        .sends_some("spec.name", req.name.as_deref(), false)
+        .sends_some("spec.status", req.status.as_deref(), false)
+        .sends_some("spec.ipPoolId", pool, false)
+        .sends_some("spec.credentialKeyName", req.api_key_name.as_deref(), true)
+        .sends_some(
+            "spec.apiKey.permissionType",
+            req.permission_type.as_deref(),
+            true,
+        )
+        .sends_some("spec.apiKey.permissionIds", ids, true)
+        .sends_some("spec.apiKey.allowedIps", req.allowed_ips.as_deref(), true);
+    let request = Call::Create(req);
+    PlannedStep { step, request }
 }
 
 impl ManagedKind for SubAccount {
@@ -195,37 +184,21 @@ impl ManagedKind for SubAccount {
         d.ip_pool_id.is_some()
     }
 
-    fn observe_item(item: &SubAccountListItem) -> Observed {
-        Observed::from(item)
-    }
-
-    fn observe_detail(detail: &SubAccountDetail) -> Observed {
-        Observed::from(detail)
-    }
-
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
         let Some((found, observed)) = found else {
             return Ok(Planned::creating(vec![create_step(create_request(d))]));
         };
         // Only fields that differ and are known go into the update body.
-        let mut changes = Vec::new();
-        let mut request = UpdateSubAccount::default();
-        if observed.name != d.name {
-            changes.push(FieldChange::new("spec.name", &observed.name, &d.name));
-            request.name = Some(d.name.clone());
+        let (mut changes, mut request) = (Vec::new(), UpdateSubAccount::default());
+        let c = &mut changes;
+        request.name = FieldChange::record(c, "spec.name", &observed.name, &d.name, String::clone);
+        if let Some(want) = &d.status {
+            request.status =
+                FieldChange::record(c, "spec.status", &observed.status, want, String::clone);
         }
-        if let Some(status) = &d.status
-            && &observed.status != status
-        {
-            changes.push(FieldChange::new("spec.status", &observed.status, status));
-            request.status = Some(status.clone());
-        }
-        if let (Some(want), Some(have)) = (d.ip_pool_id, observed.ip_pool_id)
-            && want != have
-        {
-            let (from, to) = (have.to_string(), want.to_string());
-            changes.push(FieldChange::new("spec.ipPoolId", from, to));
-            request.ip_pool_id = Some(want);
+        if let (Some(want), Some(have)) = (d.ip_pool_id, observed.ip_pool_id) {
+            request.ip_pool_id =
+                FieldChange::record(c, "spec.ipPoolId", &have, &want, i64::to_string);
         }
         let request = Call::Update(request);
         let endpoint = "PUT /sub-account/{id}";
@@ -236,10 +209,6 @@ impl ManagedKind for SubAccount {
             request,
             Vec::new(),
         ))
-    }
-
-    async fn read(client: &Client, id: i64) -> Result<SubAccountDetail, ApiError> {
-        client.get_sub_account(id).await
     }
 
     fn due(_call: &Call, _current: Option<&SubAccountDetail>) -> Option<bool> {
@@ -279,18 +248,6 @@ impl ManagedKind for SubAccount {
             ),
             request: Call::Update(request),
         })
-    }
-
-    async fn search(client: &Client, search: &str) -> Result<Vec<SubAccountListItem>, ApiError> {
-        let query = ListSubAccountsQuery {
-            search: Some(search.to_string()),
-            ..Default::default()
-        };
-        client.list_all_sub_accounts(&query).await
-    }
-
-    fn detail_id(detail: &SubAccountDetail) -> i64 {
-        detail.id
     }
 
     fn secret_refs(d: &Desired) -> Vec<SecretRef> {
@@ -391,15 +348,6 @@ impl ManagedKind for SubAccount {
             ready: true,
             reason: "Available",
             message: format!("sub account {} is in sync", status.id.unwrap_or_default()),
-        }
-    }
-
-    fn item_of(d: &SubAccountDetail) -> SubAccountListItem {
-        SubAccountListItem {
-            id: d.id,
-            name: d.sub_account_name.clone(),
-            status: d.status.clone(),
-            created_at: d.created_at,
         }
     }
 }

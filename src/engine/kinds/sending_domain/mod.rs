@@ -4,8 +4,7 @@
 //! verified. The DKIM private key is exported to `spec.dkimPrivateKeySecretName`.
 
 use crate::api::{
-    ApiError, Client, CreateSendingDomain, ListSendingDomainsQuery, SendingDomainDetail,
-    SendingDomainListItem,
+    ApiError, Client, CreateSendingDomain, SendingDomainDetail, SendingDomainListItem,
 };
 use crate::crd::{DeletionPolicy, SendingDomain, SendingDomainStatus};
 use crate::engine::inventory::Inventory;
@@ -76,14 +75,9 @@ impl From<&SendingDomainDetail> for Observed {
             id: d.id,
             domain: d.domain.clone(),
             assignment: d.assignment.clone(),
-            verified: verified(d),
+            verified: d.is_verified(),
         }
     }
-}
-
-/// True when all three records of `d` are verified (SPF, DKIM, CNAME).
-pub(crate) fn verified(d: &SendingDomainDetail) -> bool {
-    d.spf_verified && d.dkim_verified && d.cname_verified
 }
 
 /// The calls of a sending domain.
@@ -101,20 +95,10 @@ pub enum Call {
 
 fn step(call: Call) -> PlannedStep<Call> {
     let step = match &call {
-        Call::Create(req) => {
-            let mut s = Step::new(StepAction::Create, "POST /domain/sending").sends(
-                "spec.domain",
-                &req.domain,
-                false,
-            );
-            if let Some(a) = &req.assignment {
-                s = s.sends("spec.assignment", a, true);
-            }
-            if let Some(n) = &req.note {
-                s = s.sends("spec.note", n, true);
-            }
-            s
-        }
+        Call::Create(req) => Step::new(StepAction::Create, "POST /domain/sending")
+            .sends("spec.domain", &req.domain, false)
+            .sends_some("spec.assignment", req.assignment.as_deref(), true)
+            .sends_some("spec.note", req.note.as_deref(), true),
         Call::Share => {
             Step::new(StepAction::Share, "PUT /domain/sending/{id}/share").when(WHEN_NOT_SHARED)
         }
@@ -187,14 +171,6 @@ impl ManagedKind for SendingDomain {
         )
     }
 
-    fn observe_item(item: &SendingDomainListItem) -> Observed {
-        Observed::from(item)
-    }
-
-    fn observe_detail(detail: &SendingDomainDetail) -> Observed {
-        Observed::from(detail)
-    }
-
     /// The only update is sharing; other differences are notes (the interface cannot change
     /// them after create); `verify-txt` while the domain is not verified.
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
@@ -231,15 +207,11 @@ impl ManagedKind for SendingDomain {
         })
     }
 
-    async fn read(client: &Client, id: i64) -> Result<SendingDomainDetail, ApiError> {
-        client.get_sending_domain(id).await
-    }
-
     fn due(call: &Call, current: Option<&SendingDomainDetail>) -> Option<bool> {
         match call {
             Call::Create(_) | Call::Delete => Some(true),
             Call::Share => current.map(|c| c.assignment != SHARED_ASSIGNMENT),
-            Call::VerifyTxt => current.map(|c| !verified(c)),
+            Call::VerifyTxt => current.map(|c| !c.is_verified()),
         }
     }
 
@@ -269,18 +241,6 @@ impl ManagedKind for SendingDomain {
 
     fn deletion(r: &SendingDomain) -> Option<PlannedStep<Call>> {
         (r.spec.deletion_policy == DeletionPolicy::Delete).then(|| step(Call::Delete))
-    }
-
-    async fn search(client: &Client, search: &str) -> Result<Vec<SendingDomainListItem>, ApiError> {
-        let query = ListSendingDomainsQuery {
-            search: Some(search.to_string()),
-            ..Default::default()
-        };
-        client.list_all_sending_domains(&query).await
-    }
-
-    fn detail_id(detail: &SendingDomainDetail) -> i64 {
-        detail.id
     }
 
     fn secret_refs(d: &Desired) -> Vec<SecretRef> {
@@ -379,6 +339,12 @@ impl ManagedKind for SendingDomain {
         }
     }
 
+    const HAS_RECORDS: bool = true;
+
+    fn records(d: &SendingDomainDetail) -> Option<(Vec<crate::crd::DnsRecord>, bool)> {
+        Some((records::dns_records(d), d.is_verified()))
+    }
+
     /// The SPF record to publish when one exists already (interface document, "SPF
     /// suggestion"), once a `verify-txt` call found the domain still unverified.
     async fn complete_status(client: &Client, status: &mut SendingDomainStatus) {
@@ -388,28 +354,6 @@ impl ManagedKind for SendingDomain {
             && let Ok(s) = client.spf_suggestion(id).await
         {
             status.spf_suggestion = Some(s.suggestion);
-        }
-    }
-
-    /// `status` is `verified` when all three flags are true, else the detail's first status.
-    fn item_of(d: &SendingDomainDetail) -> SendingDomainListItem {
-        SendingDomainListItem {
-            id: d.id,
-            domain: d.domain.clone(),
-            assignment: d.assignment.clone(),
-            created_at: d.created_at,
-            status: if verified(d) {
-                "verified".into()
-            } else {
-                d.status
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| "pending".into())
-            },
-            sub_account_id: d.sub_account_id,
-            sub_account_name: d.sub_account_name.clone(),
-            types: d.types.clone(),
-            ..Default::default()
         }
     }
 }
@@ -452,7 +396,7 @@ fn status_from_detail(d: &SendingDomainDetail) -> SendingDomainStatus {
         types: d.types.clone(),
         assignment: Some(d.assignment.clone()),
         sub_account_id: Some(d.sub_account_id),
-        verified: verified(d),
+        verified: d.is_verified(),
         dns_records: records,
         dkim_selector: Some(d.dkim_selector.clone()),
         dkim_public_key: Some(d.dkim_public_key.clone()),
