@@ -205,6 +205,10 @@ async fn ambiguous_natural_key_writes_nothing() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("2 API keys match"), "{stderr}");
+    assert!(
+        stderr.contains("Nothing was applied: fix the errors above first."),
+        "{stderr}"
+    );
     assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
 
@@ -735,6 +739,8 @@ async fn destroy_carries_out_each_deletion_policy() {
     sim.clear_request_log();
     let out = run_binary(&["destroy", "-f", path], Some(&sim)).await;
     assert_eq!(out.status.code(), Some(1), "no terminal, no --auto-approve");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("Nothing was destroyed."), "{said}");
     assert!(
         sim.request_log().iter().all(|r| !r.is_write()),
         "nothing destroyed"

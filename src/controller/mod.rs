@@ -28,7 +28,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -241,6 +242,45 @@ impl Operator {
         reflector(writer, events)
     }
 
+    /// The controller of managed kind `K` over its cached watch (`writer` fills `store`):
+    /// `note` sees each event once the cache holds it; a change starts a reconcile when it is an
+    /// input to one (`own_changes`), as does each of `triggers` and a change of the check of an
+    /// Account its resources use. Runs until `stop` resolves, then finishes the reconciles in
+    /// flight.
+    fn managed_controller<K, N, S>(
+        &self,
+        (store, writer): (reflector::Store<K>, reflector::store::Writer<K>),
+        note: N,
+        triggers: Vec<triggers::Trigger<K>>,
+        config: &ControllerConfig,
+        stop: &(impl Fn() -> S + Send + 'static),
+    ) -> BoxFuture<'static, ()>
+    where
+        K: managed::Managed,
+        N: FnMut(&watcher::Result<watcher::Event<K>>) + Send + 'static,
+        S: std::future::Future<Output = ()> + Send + Sync + 'static,
+    {
+        let events = until_stopped(self.cached_watch(writer), stop())
+            .inspect(note)
+            .applied_objects()
+            .predicate_filter(own_changes(), Default::default());
+        let accounts = self.ctx.accounts.dependents(store.clone());
+        let mut controller =
+            Controller::for_stream(events, store).reconcile_on(accounts.take_until(stop()));
+        for trigger in triggers {
+            controller = controller.reconcile_on(trigger);
+        }
+        (controller.with_config(config.clone()))
+            .graceful_shutdown_on(stop())
+            .run(
+                managed::reconcile::<K>,
+                common::error_policy,
+                self.ctx.clone(),
+            )
+            .for_each(|_| async {})
+            .boxed()
+    }
+
     fn watcher_config(&self) -> watcher::Config {
         let config = watcher::Config::default().any_semantic();
         match &self.label_selector {
@@ -276,8 +316,8 @@ impl Operator {
         // a reconcile started by a deleted or altered Secret always sees it so (with separate
         // `owns` watches, it could run before this cache caught up, and leave the Secret
         // altered until the next resync).
-        let (secret_cache, secret_writer) = reflector::store::<Secret>();
-        let _ = self.ctx.secret_cache.set(secret_cache);
+        let (secret_store, secret_writer) = reflector::store::<Secret>();
+        let _ = self.ctx.secret_cache.set(secret_store.clone());
         let (owners, subs_trigger, keys_trigger, domains_trigger) = SecretOwners::channels();
         // Only a deleted or altered Secret starts its owner (`SecretOwners::route`).
         let ctx = self.ctx.clone();
@@ -287,107 +327,67 @@ impl Operator {
                 async {}
             });
 
-        // The ApiKey controller's cache, read by the SubAccount watch below to find the keys
-        // that reference a changed sub account. Each cache takes every version of its objects;
-        // only the changes that are inputs to a reconcile start one (`own_changes`: not the
-        // operator's status writes).
-        // Each managed kind's watch also tells the Accounts its resources use when their
-        // in-use protection may change (see `accounts::in_use`).
+        // Each managed kind: one cached watch, whose changes start a reconcile only when they
+        // are inputs to one (`own_changes`: not the operator's status writes), and which tells
+        // the Accounts its resources use when their in-use protection may change (see
+        // `accounts::in_use`).
         let (in_use, in_use_starts) = accounts::in_use::InUseTrigger::channel();
-        let (keys_store, keys_writer) = reflector::store::<ApiKey>();
-        let _ = self.ctx.claims.api_keys.set(keys_store.clone());
-        let keys_in_use = in_use.clone();
-        let key_events = until_stopped(self.cached_watch(keys_writer), stop())
-            .inspect(move |event| keys_in_use.note(event))
-            .applied_objects()
-            .predicate_filter(own_changes(), Default::default());
-
-        // SubAccounts are watched once: the watch fills the SubAccount controller's cache and,
-        // after the cache holds a change (any change: a status that gets the sub account's id
-        // too), triggers the ApiKeys and SendingDomains that reference the sub account.
-        // A resource waiting for its sub account's id thus always finds it in that cache (with a
-        // separate watch of its own, it could run ahead of the cache and need a GET).
         let (subs_store, subs_writer) = reflector::store::<SubAccount>();
-        let _ = self.ctx.claims.sub_accounts.set(subs_store.clone());
+        let (keys_store, keys_writer) = reflector::store::<ApiKey>();
         let (domains_store, domains_writer) = reflector::store::<SendingDomain>();
-        let _ = self.ctx.claims.sending_domains.set(domains_store.clone());
+        let claims = &self.ctx.claims;
+        let _ = claims.sub_accounts.set(subs_store.clone());
+        let _ = claims.api_keys.set(keys_store.clone());
+        let _ = claims.sending_domains.set(domains_store.clone());
+        // Once the SubAccount cache holds a change (any change: a status that gets the sub
+        // account's id too), the ApiKeys and SendingDomains that reference the sub account are
+        // started: a resource waiting for its sub account's id always finds it in that cache
+        // (with a separate watch of its own, it could run ahead of the cache and need a GET).
         let (referencing, keys_of_subs, domains_of_subs) =
             Referencing::channel(keys_store.clone(), domains_store.clone());
         let subs_in_use = in_use.clone();
-        let sub_events = until_stopped(self.cached_watch(subs_writer), stop())
-            .inspect(move |event| {
-                if let Some(sub) = touched(event) {
-                    referencing.trigger(sub);
-                }
-                subs_in_use.note(event);
-            })
-            .applied_objects()
-            .predicate_filter(own_changes(), Default::default());
-        // Each controller also reconciles the resources of an account whose check changed.
-        let sub_accounts = Controller::for_stream(sub_events, subs_store.clone())
-            .reconcile_on(subs_trigger)
-            .reconcile_on(self.ctx.accounts.dependents(subs_store).take_until(stop()))
-            .with_config(config.clone())
-            .graceful_shutdown_on(stop())
-            .run(
-                managed::reconcile::<SubAccount>,
-                common::error_policy,
-                self.ctx.clone(),
-            )
-            .for_each(|_| async {});
-
-        let api_keys = Controller::for_stream(key_events, keys_store.clone())
-            .reconcile_on(keys_trigger)
-            .reconcile_on(self.ctx.accounts.dependents(keys_store).take_until(stop()))
-            .reconcile_on(keys_of_subs)
-            .with_config(config.clone())
-            .graceful_shutdown_on(stop())
-            .run(
-                managed::reconcile::<ApiKey>,
-                common::error_policy,
-                self.ctx.clone(),
-            )
-            .for_each(|_| async {});
-
+        let note_sub = move |event: &watcher::Result<watcher::Event<SubAccount>>| {
+            if let Some(sub) = touched(event) {
+                referencing.trigger(sub);
+            }
+            subs_in_use.note(event);
+        };
+        let sub_accounts = self.managed_controller(
+            (subs_store.clone(), subs_writer),
+            note_sub,
+            vec![subs_trigger],
+            &config,
+            &stop,
+        );
+        let keys_in_use = in_use.clone();
+        let api_keys = self.managed_controller(
+            (keys_store.clone(), keys_writer),
+            move |event| keys_in_use.note(event),
+            vec![keys_trigger, keys_of_subs],
+            &config,
+            &stop,
+        );
         let domains_in_use = in_use.clone();
-        let domain_events = until_stopped(self.cached_watch(domains_writer), stop())
-            .inspect(move |event| domains_in_use.note(event))
-            .applied_objects()
-            .predicate_filter(own_changes(), Default::default());
-        let domains = Controller::for_stream(domain_events, domains_store.clone())
-            .reconcile_on(domains_trigger)
-            .reconcile_on(domains_of_subs)
-            .reconcile_on(
-                self.ctx
-                    .accounts
-                    .dependents(domains_store)
-                    .take_until(stop()),
-            )
-            .with_config(config)
-            .graceful_shutdown_on(stop())
-            .run(
-                managed::reconcile::<SendingDomain>,
-                common::error_policy,
-                self.ctx.clone(),
-            )
-            .for_each(|_| async {});
+        let domains = self.managed_controller(
+            (domains_store.clone(), domains_writer),
+            move |event| domains_in_use.note(event),
+            vec![domains_trigger, domains_of_subs],
+            &config,
+            &stop,
+        );
 
-        // Readiness: every cache holds its first list (the stores the claims keep are the
-        // controllers' own).
+        // Readiness: every cache holds its first list.
         let synced = {
-            let claims = &self.ctx.claims;
-            let stores = (
-                claims.sub_accounts.get().cloned(),
-                claims.api_keys.get().cloned(),
-                claims.sending_domains.get().cloned(),
-                self.ctx.secret_cache.get().cloned(),
-            );
             let synced = self.synced.clone();
             let mut stopped = Box::pin(stop());
             async move {
-                let (subs, keys, domains, secrets) = stores;
                 let all_filled = async {
-                    futures::join!(filled(subs), filled(keys), filled(domains), filled(secrets));
+                    let _ = futures::join!(
+                        subs_store.wait_until_ready(),
+                        keys_store.wait_until_ready(),
+                        domains_store.wait_until_ready(),
+                        secret_store.wait_until_ready(),
+                    );
                 };
                 tokio::select! {
                     () = all_filled => { synced.send_replace(true); }
@@ -424,15 +424,5 @@ impl Operator {
             synced,
             accounts
         );
-    }
-}
-
-/// Resolves once `store` holds its first list (at once for `None`).
-async fn filled<K: kube::Resource + Clone + 'static>(store: Option<reflector::Store<K>>)
-where
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    if let Some(store) = store {
-        let _ = store.wait_until_ready().await;
     }
 }

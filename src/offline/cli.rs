@@ -169,29 +169,60 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
         .map(crate::files::SafeDir::open)
         .transpose()?;
     let planned = args.plan.plan_accounts(&set, false).await?;
+    let carry = Carry::Apply(secrets_dir.as_ref());
+    Ok(carry_out(planned, carry, args.plan.output, |_| true).await)
+}
+
+/// What `apply` and `destroy` carry out: the plan (writing secret values under the directory
+/// given), or the deletion plan.
+enum Carry<'a> {
+    Apply(Option<&'a crate::files::SafeDir>),
+    Destroy,
+}
+
+/// Carries out `planned` (each account's plan, with its client): when a plan has errors or
+/// `approve` refuses, prints why, writes nothing and answers exit code 1; else runs each plan,
+/// prints the report and answers 0, or 1 when a resource failed.
+async fn carry_out(
+    planned: Vec<(Target, plan::OfflinePlan)>,
+    carry: Carry<'_>,
+    output: OutputFormat,
+    approve: impl FnOnce(&plan::OfflinePlan) -> bool,
+) -> i32 {
     let plan = merged(&planned);
-    if plan.has_errors() {
+    let done = match carry {
+        Carry::Apply(_) => "applied",
+        Carry::Destroy => "destroyed",
+    };
+    let why = if plan.has_errors() {
         eprint!("{}", render::plan_text(&plan));
-        eprintln!("Nothing was applied: fix the errors above first.");
+        Some(": fix the errors above first")
+    } else {
+        (!approve(&plan)).then_some("")
+    };
+    if let Some(why) = why {
+        eprintln!("Nothing was {done}{why}.");
         shutdown(planned).await;
-        return Ok(1);
+        return 1;
     }
     let mut report = apply::ApplyReport {
         outcomes: Vec::new(),
     };
     for (target, plan) in &planned {
-        let part = apply::run(&target.client, plan, secrets_dir.as_ref()).await;
+        let part = match carry {
+            Carry::Apply(dir) => apply::run(&target.client, plan, dir).await,
+            Carry::Destroy => destroy::run(&target.client, plan).await,
+        };
         report.outcomes.extend(part.outcomes);
     }
     shutdown(planned).await;
-    print!(
-        "{}",
-        match args.plan.output {
-            OutputFormat::Text => render::apply_text(&report),
-            OutputFormat::Json => render::apply_json(&report),
-        }
-    );
-    Ok(if report.summary().error > 0 { 1 } else { 0 })
+    let text = match (output, &carry) {
+        (OutputFormat::Json, _) => render::apply_json(&report),
+        (OutputFormat::Text, Carry::Apply(_)) => render::apply_text(&report),
+        (OutputFormat::Text, Carry::Destroy) => render::destroy_text(&report),
+    };
+    print!("{text}");
+    if report.summary().error > 0 { 1 } else { 0 }
 }
 
 /// Arguments of `mailtarget-operator destroy`.
@@ -214,34 +245,8 @@ pub struct DestroyArgs {
 pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
     let set = args.plan.load()?;
     let planned = args.plan.plan_accounts(&set, true).await?;
-    let plan = merged(&planned);
-    if plan.has_errors() {
-        eprint!("{}", render::plan_text(&plan));
-        eprintln!("Nothing was destroyed: fix the errors above first.");
-        shutdown(planned).await;
-        return Ok(1);
-    }
-    if !args.auto_approve && !approved(&plan) {
-        eprintln!("Nothing was destroyed.");
-        shutdown(planned).await;
-        return Ok(1);
-    }
-    let mut report = apply::ApplyReport {
-        outcomes: Vec::new(),
-    };
-    for (target, plan) in &planned {
-        let part = destroy::run(&target.client, plan).await;
-        report.outcomes.extend(part.outcomes);
-    }
-    shutdown(planned).await;
-    print!(
-        "{}",
-        match args.plan.output {
-            OutputFormat::Text => render::destroy_text(&report),
-            OutputFormat::Json => render::apply_json(&report),
-        }
-    );
-    Ok(if report.summary().error > 0 { 1 } else { 0 })
+    let approve = |plan: &plan::OfflinePlan| args.auto_approve || approved(plan);
+    Ok(carry_out(planned, Carry::Destroy, args.plan.output, approve).await)
 }
 
 /// Shows the deletion plan and asks for `yes` on a terminal; false without a terminal (the
