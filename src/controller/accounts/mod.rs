@@ -501,16 +501,10 @@ where
     )
     .for_each(|_| async {});
 
-    // The accounts by the Secret they name, kept by the two account watches below and read by
-    // the Secret watch.
-    let cluster_index = triggers::shared_index::<ClusterAccount>(&operator_namespace);
-    let account_index = triggers::shared_index::<Account>(&operator_namespace);
-
     // ClusterAccounts, cluster-wide.
     let (clusters, clusters_writer) = reflector::store::<ClusterAccount>();
     let _ = registry.cluster_accounts.set(clusters.clone());
     let watched_ctx = ctx.clone();
-    let index = cluster_index.clone();
     let cluster_events = until_stopped(
         reflector(
             clusters_writer,
@@ -529,9 +523,6 @@ where
                 .cluster_kind_unserved
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             watched_ctx.accounts.checks.notify_waiters();
-        }
-        if let Ok(event) = e {
-            index.lock().unwrap_or_else(|p| p.into_inner()).apply(event);
         }
         if let Ok(watcher::Event::Delete(obj)) = e {
             forget(&watched_ctx, &obj.account_name());
@@ -552,7 +543,6 @@ where
     let _ = registry.accounts.set(accounts.clone());
     in_use_trigger.read_from(accounts.clone());
     let watched_ctx = ctx.clone();
-    let index = account_index.clone();
     let account_watch = super::namespaces::watch(
         &kube,
         &watched,
@@ -561,9 +551,6 @@ where
     );
     let account_events = until_stopped(reflector(accounts_writer, account_watch), stop())
         .inspect(move |e| {
-            if let Ok(event) = e {
-                index.lock().unwrap_or_else(|p| p.into_inner()).apply(event);
-            }
             if let Ok(watcher::Event::Delete(obj)) = e {
                 forget(&watched_ctx, &obj.account_name());
             }
@@ -577,8 +564,9 @@ where
         );
 
     // Secrets (metadata only) where account Secrets live, routed to the accounts naming them.
-    let (router, cluster_trigger, account_trigger) =
-        triggers::SecretReferences::channels(cluster_index, account_index);
+    let (to_clusters, cluster_trigger) = futures::channel::mpsc::unbounded();
+    let (to_accounts, account_trigger) = futures::channel::mpsc::unbounded();
+    let (cluster_cache, account_cache) = (clusters.clone(), accounts.clone());
     let secret_namespaces = triggers::secret_namespaces(&watched, &operator_namespace);
     let secret_watch = futures::stream::select_all(secret_namespaces.into_iter().map(|ns| {
         let api: Api<PartialObjectMeta<Secret>> = match &ns {
@@ -591,8 +579,14 @@ where
     }))
     .take_until(stop())
     .for_each(move |event| {
+        // A closed channel means that controller has stopped (shutdown): nothing to do.
         if let Some(secret) = super::triggers::touched(&event) {
-            router.trigger(secret);
+            for account in triggers::naming(&cluster_cache, secret, &operator_namespace) {
+                let _ = to_clusters.unbounded_send(account);
+            }
+            for account in triggers::naming(&account_cache, secret, &operator_namespace) {
+                let _ = to_accounts.unbounded_send(account);
+            }
         }
         async {}
     });
