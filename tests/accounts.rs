@@ -202,8 +202,7 @@ async fn valid_keys_are_ready_with_their_scope() {
     };
     assert_eq!(handle.scope, Some(KeyScope::SubAccount));
     assert!(!handle.from_flags);
-    let seen = handle
-        .client
+    let seen = (handle.service.client())
         .list_all_api_keys(&ListApiKeysQuery::default())
         .await
         .unwrap();
@@ -323,8 +322,7 @@ async fn a_rotated_key_is_picked_up_without_restart() {
         panic!("not Ready in the registry");
     };
     // The old key is gone at the service: only the new one authenticates.
-    handle
-        .client
+    (handle.service.client())
         .list_api_keys(&ListApiKeysQuery::default())
         .await
         .expect("the registry's client uses the new key");

@@ -183,23 +183,15 @@ fn rank<K: Claimant>(obj: &K, contested: Option<i64>) -> (bool, Option<Time>, St
     )
 }
 
-/// Among `others`, the resource that owns what `obj` claims, when it is not `obj`.
+/// Among `others` that are `eligible`, the resource that owns what `obj` claims, when it is not
+/// `obj`.
 ///
 /// Rivals are the resources managed through the same account, not placed inside two different
 /// sub accounts, with the same claim (external-id annotation, else natural key)
 /// unless both record different ids (each already manages its own object), and, when `id` is
-/// given, those recording `id` in `status.id`. The rival that ranks first (see the module documentation) owns, if it ranks
-/// before `obj`. `ObserveOnly` resources are neither owners nor rivals.
-pub fn preceding_owner<K: Claimant>(
-    obj: &K,
-    id: Option<i64>,
-    others: impl IntoIterator<Item = Arc<K>>,
-) -> Option<Arc<K>> {
-    owner_among(obj, id, others, |_| true)
-}
-
-/// [`preceding_owner`] among the `others` that are `eligible`; eligibility is asked last, of
-/// the rivals that claim what `obj` claims only.
+/// given, those recording `id` in `status.id`. The rival that ranks first (see the module
+/// documentation) owns, if it ranks before `obj`. `ObserveOnly` resources are neither owners
+/// nor rivals. Eligibility is asked last, of the rivals that claim what `obj` claims only.
 fn owner_among<K: Claimant>(
     obj: &K,
     id: Option<i64>,
@@ -288,6 +280,14 @@ pub fn conflict_message<K: Claimant>(obj: &K, owner: &K) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn preceding_owner<K: Claimant>(
+        obj: &K,
+        id: Option<i64>,
+        others: impl IntoIterator<Item = Arc<K>>,
+    ) -> Option<Arc<K>> {
+        owner_among(obj, id, others, |_| true)
+    }
 
     fn key(name: &str, spec_name: &str, created: i64, id: Option<i64>) -> Arc<ApiKey> {
         let mut k = ApiKey::new(

@@ -73,8 +73,6 @@ impl Default for Settings {
 pub struct Context {
     /// Kubernetes client.
     pub kube: kube::Client,
-    /// Client of the service.
-    pub api: crate::api::Client,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Event recorder.
@@ -100,7 +98,8 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context for `kube` and `api`.
+    /// A context for `kube`, with `api` (the operator's flags) as the `default` account while
+    /// no ClusterAccount `default` exists.
     pub fn new(
         kube: kube::Client,
         api: crate::api::Client,
@@ -125,7 +124,6 @@ impl Context {
         ));
         Context {
             kube,
-            api,
             metrics,
             recorder,
             settings,

@@ -43,9 +43,10 @@ use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use common::until_stopped;
 pub use context::{Context, Settings};
 pub use error::{Error, Result};
+use futures::channel::mpsc::unbounded;
 pub use lifecycle::{run, run_elected, shutdown_signal};
 use metrics::Metrics;
-use triggers::{Referencing, SecretOwners, own_changes, touched};
+use triggers::{own_changes, touched};
 
 /// Output format of the logs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -318,12 +319,18 @@ impl Operator {
         // altered until the next resync).
         let (secret_store, secret_writer) = reflector::store::<Secret>();
         let _ = self.ctx.secret_cache.set(secret_store.clone());
-        let (owners, subs_trigger, keys_trigger, domains_trigger) = SecretOwners::channels();
-        // Only a deleted or altered Secret starts its owner (`SecretOwners::route`).
+        let (to_subs, subs_trigger) = unbounded();
+        let (to_keys, keys_trigger) = unbounded();
+        let (to_domains, domains_trigger) = unbounded();
+        // Only a deleted or altered Secret starts its owners (`triggers::altered`).
         let ctx = self.ctx.clone();
         let secret_watch = until_stopped(self.watch_into(secret_writer, &secrets_config), stop())
             .for_each(move |event| {
-                owners.route(&ctx.digest, &event);
+                if let Some(secret) = triggers::altered(&ctx.digest, &event) {
+                    triggers::start(&to_subs, triggers::owners(secret));
+                    triggers::start(&to_keys, triggers::owners(secret));
+                    triggers::start(&to_domains, triggers::owners(secret));
+                }
                 async {}
             });
 
@@ -343,12 +350,14 @@ impl Operator {
         // account's id too), the ApiKeys and SendingDomains that reference the sub account are
         // started: a resource waiting for its sub account's id always finds it in that cache
         // (with a separate watch of its own, it could run ahead of the cache and need a GET).
-        let (referencing, keys_of_subs, domains_of_subs) =
-            Referencing::channel(keys_store.clone(), domains_store.clone());
+        let (to_keys_of_subs, keys_of_subs) = unbounded();
+        let (to_domains_of_subs, domains_of_subs) = unbounded();
+        let (keys, domains) = (keys_store.clone(), domains_store.clone());
         let subs_in_use = in_use.clone();
         let note_sub = move |event: &watcher::Result<watcher::Event<SubAccount>>| {
             if let Some(sub) = touched(event) {
-                referencing.trigger(sub);
+                triggers::start(&to_keys_of_subs, triggers::referencing(&keys, sub));
+                triggers::start(&to_domains_of_subs, triggers::referencing(&domains, sub));
             }
             subs_in_use.note(event);
         };

@@ -5,7 +5,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Predicate, predicates, watcher};
@@ -13,8 +13,8 @@ use kube::{Resource, ResourceExt};
 
 use super::claims::Claimant;
 use super::managed::Managed;
+use crate::crd::SubAccount;
 use crate::crd::{ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID};
-use crate::crd::{ApiKey, SendingDomain, SubAccount};
 
 /// The changes of a managed resource that start its reconcile, as a kube-runtime predicate (for
 /// `WatchStreamExt::predicate_filter`): its generation (the spec; the API server also bumps it
@@ -68,128 +68,51 @@ pub(super) fn touched<K>(event: &Result<watcher::Event<K>, watcher::Error>) -> O
     }
 }
 
-/// Routes a managed Secret's change to the controller of its owner's kind, as `Controller::owns`
-/// would (every owner reference of one of the three kinds).
-pub(super) struct SecretOwners {
-    sub_accounts: UnboundedSender<ObjectRef<SubAccount>>,
-    api_keys: UnboundedSender<ObjectRef<ApiKey>>,
-    sending_domains: UnboundedSender<ObjectRef<SendingDomain>>,
-}
-
-/// The receiving ends of [`SecretOwners`], one per kind.
+/// The receiving end of a controller's trigger channel (for `Controller::reconcile_on`).
 pub(super) type Trigger<K> = UnboundedReceiver<ObjectRef<K>>;
 
-impl SecretOwners {
-    pub(super) fn channels() -> (
-        SecretOwners,
-        Trigger<SubAccount>,
-        Trigger<ApiKey>,
-        Trigger<SendingDomain>,
-    ) {
-        let (sub_accounts, subs) = unbounded();
-        let (api_keys, keys) = unbounded();
-        let (sending_domains, domains) = unbounded();
-        let owners = SecretOwners {
-            sub_accounts,
-            api_keys,
-            sending_domains,
-        };
-        (owners, subs, keys, domains)
-    }
-
-    /// Starts the reconciles of the owners of the Secret `event` touched, when they have work:
-    /// the Secret was deleted, or its value no longer is as the operator wrote it
-    /// ([`super::secrets::as_written`] with `digest`). The operator's own Secret writes start
-    /// nothing: the reconcile that wrote one goes on to write the status (a reconcile started by
-    /// it would run on a cached copy older than that status, and read the object again for
-    /// nothing).
-    pub(super) fn route(
-        &self,
-        digest: &super::secrets::ValueDigest,
-        event: &Result<watcher::Event<Secret>, watcher::Error>,
-    ) {
-        match event {
-            Ok(watcher::Event::Delete(secret)) => self.trigger(secret),
-            Ok(watcher::Event::Apply(secret) | watcher::Event::InitApply(secret))
-                if !super::secrets::as_written(digest, secret) =>
-            {
-                self.trigger(secret)
-            }
-            _ => {}
-        }
-    }
-
-    fn trigger(&self, secret: &Secret) {
-        let namespace = secret.namespace().unwrap_or_default();
-        for owner in secret.owner_references() {
-            if !owner.api_version.starts_with("mailtarget.co/") {
-                continue;
-            }
-            let name = owner.name.as_str();
-            // A closed channel means that controller has stopped (shutdown): nothing to do.
-            match owner.kind.as_str() {
-                "SubAccount" => {
-                    let _ = self
-                        .sub_accounts
-                        .unbounded_send(ObjectRef::new(name).within(&namespace));
-                }
-                "ApiKey" => {
-                    let _ = self
-                        .api_keys
-                        .unbounded_send(ObjectRef::new(name).within(&namespace));
-                }
-                "SendingDomain" => {
-                    let _ = self
-                        .sending_domains
-                        .unbounded_send(ObjectRef::new(name).within(&namespace));
-                }
-                _ => {}
-            }
-        }
+/// Sends each of `objects` to the controller at the other end of `to`. A closed channel means
+/// that controller has stopped (shutdown): nothing to do.
+pub(super) fn start<K: Resource>(
+    to: &UnboundedSender<ObjectRef<K>>,
+    objects: impl IntoIterator<Item = ObjectRef<K>>,
+) {
+    for object in objects {
+        let _ = to.unbounded_send(object);
     }
 }
 
-/// Routes a SubAccount's change to the ApiKeys and SendingDomains whose `spec.subAccountRef`
-/// names it (in its namespace or another): a resource waiting for its sub account's id or
-/// credential reconciles once the SubAccount controller's cache holds it.
-pub(super) struct Referencing {
-    keys: Store<ApiKey>,
-    domains: Store<SendingDomain>,
-    api_keys: UnboundedSender<ObjectRef<ApiKey>>,
-    sending_domains: UnboundedSender<ObjectRef<SendingDomain>>,
-}
-
-impl Referencing {
-    /// A router reading the resources from `keys` and `domains`, and the receiving ends of the
-    /// ApiKey and SendingDomain controllers.
-    pub(super) fn channel(
-        keys: Store<ApiKey>,
-        domains: Store<SendingDomain>,
-    ) -> (Referencing, Trigger<ApiKey>, Trigger<SendingDomain>) {
-        let (api_keys, keys_rx) = unbounded();
-        let (sending_domains, domains_rx) = unbounded();
-        let router = Referencing {
-            keys,
-            domains,
-            api_keys,
-            sending_domains,
-        };
-        (router, keys_rx, domains_rx)
-    }
-
-    pub(super) fn trigger(&self, sub: &SubAccount) {
-        // A closed channel means that controller has stopped (shutdown).
-        for key in referencing(&self.keys, sub) {
-            let _ = self.api_keys.unbounded_send(key);
+/// The managed Secret `event` touched, when its owners have work: it was deleted, or its value
+/// no longer is as the operator wrote it ([`super::secrets::as_written`] with `digest`). The
+/// operator's own Secret writes start nothing: the reconcile that wrote one goes on to write
+/// the status (a reconcile started by it would run on a cached copy older than that status, and
+/// read the object again for nothing).
+pub(super) fn altered<'a>(
+    digest: &super::secrets::ValueDigest,
+    event: &'a Result<watcher::Event<Secret>, watcher::Error>,
+) -> Option<&'a Secret> {
+    match event {
+        Ok(watcher::Event::Delete(secret)) => Some(secret),
+        Ok(watcher::Event::Apply(secret) | watcher::Event::InitApply(secret)) => {
+            (!super::secrets::as_written(digest, secret)).then_some(secret)
         }
-        for domain in referencing(&self.domains, sub) {
-            let _ = self.sending_domains.unbounded_send(domain);
-        }
+        _ => None,
     }
 }
 
-/// The resources of `store` whose `spec.subAccountRef` names `sub`.
-fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec<ObjectRef<K>> {
+/// The owners of kind `K` of `secret`, from its owner references, as `Controller::owns` maps
+/// them.
+pub(super) fn owners<K: Resource<DynamicType = ()>>(secret: &Secret) -> Vec<ObjectRef<K>> {
+    let namespace = secret.namespace();
+    (secret.owner_references().iter())
+        .filter_map(|o| ObjectRef::from_owner_ref(namespace.as_deref(), o, ()))
+        .collect()
+}
+
+/// The resources of `store` whose `spec.subAccountRef` names `sub` (in its namespace or
+/// another): a resource waiting for its sub account's id or credential reconciles once the
+/// SubAccount controller's cache holds it.
+pub(super) fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec<ObjectRef<K>> {
     let namespace = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
     store
@@ -208,7 +131,7 @@ fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec<ObjectRef<
 mod tests {
     use super::*;
     use crate::controller::secrets::DIGEST_ANNOTATION;
-    use crate::crd::{ApiKeyStatus, Ownership};
+    use crate::crd::{ApiKey, ApiKeyStatus, Ownership, SendingDomain};
     use k8s_openapi::ByteString;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -235,26 +158,33 @@ mod tests {
             s.data = Some([("apiKey".into(), ByteString(value.to_vec()))].into());
             s
         };
-        let (owners, mut subs, mut keys, mut domains) = SecretOwners::channels();
         for event in [
             watcher::Event::Delete(secret(b"value")),
             watcher::Event::Apply(secret(b"tampered")),
             watcher::Event::InitApply(secret(b"tampered")),
         ] {
-            owners.route(&digest, &Ok(event));
-            let routed = keys.try_recv().expect("routed");
-            assert_eq!(routed, ObjectRef::new("ci").within("ns"));
+            let event = Ok(event);
+            let secret = altered(&digest, &event).expect("starts its owners");
+            assert_eq!(
+                owners::<ApiKey>(secret),
+                [ObjectRef::new("ci").within("ns")]
+            );
+            assert!(
+                owners::<SubAccount>(secret).is_empty(),
+                "no SubAccount named"
+            );
+            assert!(owners::<SendingDomain>(secret).is_empty());
         }
         for event in [
             watcher::Event::Apply(secret(b"value")),
             watcher::Event::InitApply(secret(b"value")),
             watcher::Event::InitDone,
         ] {
-            owners.route(&digest, &Ok(event));
-            assert!(keys.try_recv().is_err(), "the operator's own write");
+            assert!(
+                altered(&digest, &Ok(event)).is_none(),
+                "the operator's own write"
+            );
         }
-        assert!(subs.try_recv().is_err(), "no SubAccount named");
-        assert!(domains.try_recv().is_err(), "no SendingDomain named");
     }
 
     /// A status write, or any other annotation, starts no reconcile; the spec (generation), the

@@ -66,10 +66,9 @@ impl std::fmt::Display for AccountName {
 /// An account ready to be called with.
 #[derive(Clone)]
 pub struct AccountHandle {
-    /// The client: the account's key and addresses, and its request budget (shared by clones).
-    pub client: ApiClient,
-    /// The account's client with its cached lists, shared by every resource managed through
-    /// it (kept, like the client, while key, addresses and budget stay the same).
+    /// The account's client (its key and addresses, and its request budget) with its cached
+    /// lists, shared by every resource managed through it (kept while key, addresses and budget
+    /// stay the same).
     pub service: Arc<AccountCache>,
     /// The key's scope, when known.
     pub scope: Option<KeyScope>,
@@ -275,7 +274,6 @@ impl AccountRegistry {
             return match (&self.from_flags, name) {
                 (Some(service), AccountName::Cluster(n)) if n == DEFAULT_ACCOUNT => {
                     Resolved::Ready(AccountHandle {
-                        client: service.client().clone(),
                         service: service.clone(),
                         scope: Some(KeyScope::Company),
                         from_flags: true,
@@ -297,7 +295,6 @@ impl AccountRegistry {
                 };
                 match usable {
                     Some((service, scope)) => Resolved::Ready(AccountHandle {
-                        client: service.client().clone(),
                         service: service.clone(),
                         scope,
                         from_flags: false,
