@@ -601,12 +601,12 @@ where
         + Send
         + Sync
         + 'static,
-    K: mailtarget_operator::engine::ManagedKind<Resource = K>,
+    K: mailtarget_operator::engine::ManagedResource,
 {
     let api: Api<K> = Api::namespaced(env.kube.clone(), namespace);
     let (status, reason) = (status.to_string(), reason.to_string());
     wait_for(&api, name, &format!("{status}/{reason}"), move |r: &K| {
-        let s = <K as mailtarget_operator::engine::ManagedKind>::status(r);
+        let s = mailtarget_operator::engine::ManagedResource::last_status(r);
         ready_is(
             r,
             mailtarget_operator::engine::ManagedStatus::conditions(&s),

@@ -27,8 +27,8 @@ use kube::{Resource, ResourceExt};
 
 use super::accounts::AccountRegistry;
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
-use crate::engine::{ManagedKind, ManagedStatus};
-use crate::engine::{natural_key, validate};
+use crate::engine::natural_key;
+use crate::engine::{ManagedKind, ManagedResource};
 
 /// Longest wait for the controller's cache to hold its first complete list.
 const STORE_READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -52,7 +52,13 @@ impl std::fmt::Debug for Claims {
 
 /// A kind whose resources claim API objects.
 pub trait Claimant:
-    ManagedKind<Resource = Self> + Resource<DynamicType = ()> + Clone + Send + Sync + 'static
+    ManagedKind<Resource = Self>
+    + ManagedResource
+    + Resource<DynamicType = ()>
+    + Clone
+    + Send
+    + Sync
+    + 'static
 {
     /// The spec field that names the natural key, for messages.
     const KEY_FIELD: &'static str;
@@ -64,24 +70,12 @@ pub trait Claimant:
     /// reference (or both without one). Compared against every cached resource of the kind at
     /// each reconcile, so it borrows and never allocates.
     fn same_natural_key(&self, other: &Self) -> bool;
-    /// `status.id` when the resource owns that object ([`ManagedStatus::owned_id`]): not an
-    /// object an `ObserveOnly` reconcile only observed.
-    fn recorded_id(&self) -> Option<i64>;
-    /// False under `managementPolicy: ObserveOnly`: such a resource never writes, so it owns
-    /// nothing and conflicts with nobody.
-    fn writes(&self) -> bool;
-}
-
-pub(crate) fn external_id<K: Resource>(obj: &K) -> Option<i64> {
-    validate::external_id(Some(obj.annotations()))
-        .ok()
-        .flatten()
 }
 
 /// True when `a` and `b` claim the same API object: the same `mailtarget.co/external-id`
 /// annotation, or, when neither carries one, the same natural key.
 fn same_claim<K: Claimant>(a: &K, b: &K) -> bool {
-    match (external_id(a), external_id(b)) {
+    match (a.external_id(), b.external_id()) {
         (Some(x), Some(y)) => x == y,
         (None, None) => a.same_natural_key(b),
         _ => false,
@@ -95,12 +89,6 @@ impl Claimant for SubAccount {
     }
     fn same_natural_key(&self, other: &Self) -> bool {
         natural_key::same_ignoring_case(self.service_name(), other.service_name())
-    }
-    fn recorded_id(&self) -> Option<i64> {
-        self.status.as_ref().and_then(|s| s.owned_id())
-    }
-    fn writes(&self) -> bool {
-        self.spec.management_policy.may_write()
     }
 }
 
@@ -121,12 +109,6 @@ impl Claimant for ApiKey {
                 _ => false,
             }
     }
-    fn recorded_id(&self) -> Option<i64> {
-        self.status.as_ref().and_then(|s| s.owned_id())
-    }
-    fn writes(&self) -> bool {
-        self.spec.management_policy.may_write()
-    }
 }
 
 impl Claimant for SendingDomain {
@@ -137,12 +119,6 @@ impl Claimant for SendingDomain {
     fn same_natural_key(&self, other: &Self) -> bool {
         natural_key::same_ignoring_case(&self.spec.domain, &other.spec.domain)
     }
-    fn recorded_id(&self) -> Option<i64> {
-        self.status.as_ref().and_then(|s| s.owned_id())
-    }
-    fn writes(&self) -> bool {
-        self.spec.management_policy.may_write()
-    }
 }
 
 /// The account a resource is managed through: ids and names are compared within one account
@@ -150,7 +126,7 @@ impl Claimant for SendingDomain {
 fn account_of<K: Claimant>(obj: &K) -> super::accounts::AccountName {
     super::accounts::usage::account_name(
         obj.meta().namespace.as_deref().unwrap_or_default(),
-        K::account_ref(obj),
+        obj.account_ref(),
     )
 }
 
@@ -158,7 +134,8 @@ fn account_of<K: Claimant>(obj: &K) -> super::accounts::AccountName {
 /// itself.
 fn placement_of<K: Claimant>(obj: &K) -> Option<(String, String)> {
     let own = obj.meta().namespace.as_deref().unwrap_or_default();
-    K::sub_account_ref(obj).map(|r| (r.namespace_or(own).to_string(), r.name.clone()))
+    obj.sub_account_ref()
+        .map(|r| (r.namespace_or(own).to_string(), r.name.clone()))
 }
 
 /// True when two resources are placed inside two different SubAccounts' sub accounts: each

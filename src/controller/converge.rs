@@ -26,12 +26,12 @@ use super::status::Outcome;
 use crate::api::ApiObject;
 use crate::crd::Ownership;
 use crate::crd::conditions::now_rfc3339;
-use crate::engine::MatchedBy;
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::recovery::may_have_committed;
 use crate::engine::{
     ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, StepReport, Summary,
 };
+use crate::engine::{MatchedBy, StatusOf};
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written; `revision`, the version of `obj` the reconcile writes
@@ -168,7 +168,7 @@ async fn converge_placed<K: Managed>(
     };
     let refused = |found| refuse_credential::<K>(reserved, K::natural_key(&desired), found);
     let refuse = |message| Failure::blocked(REASON_CREDENTIAL_RESERVED, message, old);
-    if let Some(message) = refused(super::claims::external_id(obj)) {
+    if let Some(message) = refused(obj.external_id()) {
         return Err(refuse(message));
     }
     let found = find_managed(ctx, service, api, obj, old, &desired, query).await?;
@@ -198,7 +198,7 @@ async fn converge_placed<K: Managed>(
         (Some((i, how)), None) => Some((*how, K::Observed::from(i))),
         (None, _) => None,
     };
-    let mut plan = driver::plan_observed::<K>(desired, observed)
+    let mut plan = driver::plan_observed::<K>(desired, obj.external_id(), observed)
         .map_err(|e| Failure::stalled("CannotCreate", e.to_string(), old))?;
     let may_write = obj.writes();
     if !may_write {
@@ -421,7 +421,7 @@ fn outcome<K: ManagedKind>(
 /// last call has passed. Returns the wait before the step is due, when it is left out.
 fn pace<K: ManagedKind>(
     plan: &mut ResourcePlan<K>,
-    status: &mut K::Status,
+    status: &mut StatusOf<K>,
     ctx: &Context,
     creates: bool,
 ) -> Option<Duration> {
@@ -597,7 +597,7 @@ async fn usage_of<K: Managed>(
     };
     let namespace = obj.namespace().unwrap_or_default();
     ctx.accounts
-        .usage(&namespace, K::account_ref(obj), needs)
+        .usage(&namespace, obj.account_ref(), needs)
         .await
 }
 
@@ -623,7 +623,7 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
         (None, Ok(mut desired)) => {
             // Placed inside a sub account whose id is unknown now: nothing can be told apart
             // from another sub account's object of the same name, so nothing is looked for.
-            match (K::sub_account_ref(obj), sub_account) {
+            match (obj.sub_account_ref(), sub_account) {
                 (Some(_), None) => return Ok(Action::await_change()),
                 (_, Some(sub)) => K::in_sub_account(&mut desired, sub),
                 (None, None) => {}

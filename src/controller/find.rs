@@ -125,7 +125,7 @@ pub async fn find_managed<K: Managed>(
 ) -> Result<Option<(K::Item, Found)>, Box<Failure<K::Status>>> {
     let fresh = || service.fresh::<K>();
     let doing = format!("listing {}s", K::NOUN);
-    let external_id = super::claims::external_id(obj);
+    let external_id = obj.external_id();
     let since = newer_than(obj, old.id());
     // The lists are read with the account's own key, wherever the resource is placed.
     let failed = |e| Failure::api(e, &doing, old).by_account_key();

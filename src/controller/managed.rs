@@ -281,7 +281,7 @@ pub const REASON_CREDENTIAL_MISSING: &str = "CredentialMissing";
 pub use super::converge::REASON_CREDENTIAL_REFUSED;
 
 /// A SubAccount offers the operator's credential inside its sub account (product design,
-/// "Accounts and tenancy"): a key of [`crate::engine::kinds::sub_account::credential_key_name`]
+/// "Accounts and tenancy"): a key of [`crate::engine::placement::credential_key_name`]
 /// among the sub account's keys, which the service accepts. Checked at every resync, so a
 /// credential deleted at the service shows here, not only on the objects inside.
 impl Managed for crate::crd::SubAccount {
@@ -427,7 +427,7 @@ async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Err
             "deleting the object at the service failed: {e}. The finalizer stays until the deletion succeeds: fix the cause, or set spec.deletionPolicy to Orphan to leave the object at the service"
         ),
     };
-    let mut status = K::status(obj);
+    let mut status = obj.last_status();
     set_conditions(status.conditions_mut(), &outcome, obj.meta().generation);
     status.set_observed_generation(obj.meta().generation);
     match write_status(api, &obj.name_any(), &status, &Revision::of(obj)).await {
@@ -457,7 +457,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     // write below carries its version, and a stale copy gets 409 Conflict before it writes
     // anything, to Kubernetes or to the service (see `revision`).
     let revision = Revision::of(obj);
-    let old = K::status(obj);
+    let old = obj.last_status();
     if old.conditions().is_empty() {
         // Flux and Argo CD must never see a new object as done: Ready=False comes first.
         let mut first = old.clone();

@@ -2,7 +2,7 @@
 //! design, "Accounts and tenancy", the table of which credential serves which call): without
 //! `spec.subAccountRef`, the account `spec.accountRef` names; with it, inside that SubAccount's
 //! sub account, every call made with the sub account's credential
-//! ([`crate::engine::kinds::sub_account::credential`]), so that nothing outside the sub account
+//! ([`crate::engine::placement::credential`]), so that nothing outside the sub account
 //! can be reached whatever ids or names the resource carries. Everything here is decided
 //! without a call to the service, except the company key list the credential is read from
 //! (cached per account).
@@ -16,13 +16,12 @@ use kube::runtime::reflector::ObjectRef;
 use super::accounts::Usage;
 use super::accounts::usage::account_name;
 use super::cache::AccountCache;
-use super::claims::Claimant;
 use super::common::is_paused;
 use super::context::Context;
 use super::managed::{Failure, Managed};
 use crate::api::Client;
 use crate::crd::{ApiKey, SubAccount, SubAccountReference};
-use crate::engine::kinds::sub_account;
+use crate::engine::{ManagedResource, placement};
 
 /// Where a resource's object lives.
 pub enum Placement {
@@ -86,7 +85,7 @@ pub async fn referenced(
 /// SubAccount is in another namespace that its `spec.allowedNamespaces` does not select),
 /// `InvalidSpec` (the SubAccount is managed through another account), `CredentialMissing` (the
 /// sub account has no usable key of its credential's name, see
-/// [`sub_account::credential`]); the Kubernetes read's or the key list's failure.
+/// [`placement::credential`]); the Kubernetes read's or the key list's failure.
 /// `CredentialReserved` is decided by the caller, once it knows what the resource names
 /// ([`refuse_credential`]).
 pub async fn place<K: Managed>(
@@ -95,7 +94,7 @@ pub async fn place<K: Managed>(
     old: &K::Status,
     usage: &Usage,
 ) -> Result<Placement, Box<Failure<K::Status>>> {
-    let Some(reference) = K::sub_account_ref(obj) else {
+    let Some(reference) = obj.sub_account_ref() else {
         return Ok(Placement::Account);
     };
     let own = obj.namespace().unwrap_or_default();
@@ -200,7 +199,7 @@ async fn credential_client(usage: &Usage, sub: &SubAccount, id: i64) -> Option<C
     usage.service.client().calling_as(key.key).ok()
 }
 
-/// The credential key of `sub`'s sub account `id` ([`sub_account::credential`]) in the account's
+/// The credential key of `sub`'s sub account `id` ([`placement::credential`]) in the account's
 /// cached list of keys, which carries their values. A key missing from the cached list is looked
 /// for once more in a list fetched after the SubAccount was applied (shared with other readers,
 /// see [`super::cache::CachedList::doubt`]): a key created at the service before that (a sub
@@ -213,9 +212,9 @@ pub async fn find_credential(
     id: i64,
 ) -> Result<Result<crate::api::ApiKeyListItem, String>, crate::api::ApiError> {
     let since = super::find::newer_than(sub, None);
-    let name = sub_account::credential_key_name(sub);
+    let name = placement::credential_key_name(sub);
     let find =
-        |items: &[crate::api::ApiKeyListItem]| sub_account::credential(&name, id, items).cloned();
+        |items: &[crate::api::ApiKeyListItem]| placement::credential(&name, id, items).cloned();
     let keys = service.fresh::<ApiKey>().await?;
     let keys = if keys.doubt(since, |items| find(items).is_err()) {
         service.fresh::<ApiKey>().await?
@@ -237,7 +236,7 @@ pub async fn for_cleanup<K: Managed>(
     usage: &Usage,
 ) -> (Client, Option<i64>) {
     let company = usage.service.client().clone();
-    let Some(reference) = K::sub_account_ref(obj) else {
+    let Some(reference) = obj.sub_account_ref() else {
         return (company, None);
     };
     let own = obj.namespace().unwrap_or_default();

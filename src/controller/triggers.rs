@@ -120,7 +120,7 @@ pub(super) fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec
         .into_iter()
         .filter(|r| {
             let own = r.namespace().unwrap_or_default();
-            K::sub_account_ref(r.as_ref())
+            r.sub_account_ref()
                 .is_some_and(|s| s.name == name && s.namespace_or(&own) == namespace)
         })
         .map(|r| ObjectRef::from_obj(r.as_ref()))

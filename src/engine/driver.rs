@@ -3,7 +3,9 @@
 //! service answered so far. A create is never repeated blindly: one without a definite answer
 //! is resolved by looking the object up by natural key (`engine::recovery`).
 
-use super::{ManagedKind, Planned, PlannedStep, StepAction, StepOutcome, StepReport, target};
+use super::{
+    ManagedKind, ManagedResource, Planned, PlannedStep, StepAction, StepOutcome, StepReport, target,
+};
 use crate::api::{ApiError, ApiObject, Client};
 use crate::engine::inventory::Inventory;
 use crate::engine::recovery::create_or_recover;
@@ -13,6 +15,8 @@ use crate::engine::{Found, Lookup, validate};
 pub struct ResourcePlan<K: ManagedKind> {
     /// The validated spec.
     pub desired: K::Desired,
+    /// The id in the resource's `mailtarget.co/external-id` annotation.
+    pub external_id: Option<i64>,
     /// What to do.
     pub planned: Planned<K::Request>,
 }
@@ -24,6 +28,7 @@ where
     fn clone(&self) -> Self {
         ResourcePlan {
             desired: self.desired.clone(),
+            external_id: self.external_id,
             planned: self.planned.clone(),
         }
     }
@@ -61,7 +66,7 @@ pub async fn plan<K: ManagedKind>(
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
     let desired = desired::<K>(r)?;
-    plan_desired(client, desired, K::items(inventory)).await
+    plan_desired(client, desired, r.external_id(), K::items(inventory)).await
 }
 
 /// The validated spec of `r`.
@@ -71,15 +76,16 @@ pub fn desired<K: ManagedKind>(r: &K::Resource) -> Result<K::Desired, PlanError>
     K::desired(r).map_err(|problems| PlanError::Blocked(validate::describe(&problems)))
 }
 
-/// [`plan`] for a validated spec, against `items`.
+/// [`plan`] for a validated spec and the resource's external id, against `items`.
 ///
 /// Errors: see [`PlanError`].
 pub async fn plan_desired<K: ManagedKind>(
     client: &Client,
     desired: K::Desired,
+    external_id: Option<i64>,
     items: &[K::Item],
 ) -> Result<ResourcePlan<K>, PlanError> {
-    let lookup = K::lookup(&desired, K::external_id(&desired), None, items);
+    let lookup = K::lookup(&desired, external_id, None, items);
     if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
         return Err(PlanError::Blocked(message));
     }
@@ -91,7 +97,7 @@ pub async fn plan_desired<K: ManagedKind>(
         Lookup::Found(item, how) => Some((how, K::Observed::from(item))),
         _ => None,
     };
-    plan_observed(desired, observed)
+    plan_observed(desired, external_id, observed)
 }
 
 /// The plan of `desired` against what was observed of its object (`None`: it does not exist).
@@ -99,11 +105,16 @@ pub async fn plan_desired<K: ManagedKind>(
 /// Errors: [`PlanError::Blocked`] when the object can be neither found nor created.
 pub fn plan_observed<K: ManagedKind>(
     desired: K::Desired,
+    external_id: Option<i64>,
     observed: Option<(Found, K::Observed)>,
 ) -> Result<ResourcePlan<K>, PlanError> {
     let planned =
         K::plan(&desired, observed.as_ref().map(|(f, o)| (*f, o))).map_err(PlanError::Blocked)?;
-    Ok(ResourcePlan { desired, planned })
+    Ok(ResourcePlan {
+        desired,
+        external_id,
+        planned,
+    })
 }
 
 /// What executing a plan did.
@@ -218,12 +229,7 @@ pub fn plan_deletion_of<K: ManagedKind>(
     desired: K::Desired,
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
-    let lookup = K::lookup(
-        &desired,
-        K::external_id(&desired),
-        None,
-        K::items(inventory),
-    );
+    let lookup = K::lookup(&desired, r.external_id(), None, K::items(inventory));
     if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
         return Err(PlanError::Blocked(message));
     }
@@ -234,6 +240,7 @@ pub fn plan_deletion_of<K: ManagedKind>(
     let steps = found.and_then(|_| K::deletion(r)).into_iter().collect();
     Ok(ResourcePlan {
         desired,
+        external_id: r.external_id(),
         planned: Planned {
             found,
             steps,

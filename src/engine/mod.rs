@@ -14,7 +14,9 @@ pub mod inventory;
 pub mod kinds;
 pub mod lookup;
 pub mod natural_key;
+pub mod placement;
 pub mod recovery;
+mod resource;
 mod status;
 mod step;
 pub mod validate;
@@ -24,6 +26,7 @@ use std::future::Future;
 use secrecy::SecretString;
 
 pub use lookup::{Found, Lookup, MatchedBy};
+pub use resource::ManagedResource;
 pub use status::{ManagedStatus, Pacing};
 pub use step::{FieldChange, Sent, Step, StepAction, StepOutcome, StepReport};
 pub use validate::Problem;
@@ -149,11 +152,14 @@ pub struct Summary {
     pub message: String,
 }
 
+/// The status of kind `K`'s resource.
+pub type StatusOf<K> = <<K as ManagedKind>::Resource as kube::core::object::HasStatus>::Status;
+
 /// One kind of managed resource. Implementations hold the kind's behaviour and nothing else:
 /// no retries, no ordering, no Kubernetes; the [`driver`] supplies those.
 pub trait ManagedKind: 'static {
     /// The custom resource.
-    type Resource: Sync;
+    type Resource: ManagedResource + Sync;
     /// The validated spec.
     type Desired: Clone + Send + Sync;
     /// An object as a list page shows it.
@@ -161,8 +167,6 @@ pub trait ManagedKind: 'static {
     /// An object as a read, a create or an update answers it: how it is read, searched for and
     /// listed is the interface's ([`ApiObject`]).
     type Detail: ApiObject<Item = Self::Item>;
-    /// The resource's status.
-    type Status: ManagedStatus + std::fmt::Debug;
     /// What the plan compares: built from a list item or, when the spec sets fields the list
     /// lacks ([`ManagedKind::needs_detail`]), from a read.
     type Observed: Send + Sync + for<'a> From<&'a Self::Item> + for<'a> From<&'a Self::Detail>;
@@ -182,8 +186,6 @@ pub trait ManagedKind: 'static {
     fn desired(r: &Self::Resource) -> Result<Self::Desired, Vec<Problem>>;
     /// The natural key, for messages.
     fn natural_key(d: &Self::Desired) -> &str;
-    /// The id in the resource's `mailtarget.co/external-id` annotation.
-    fn external_id(d: &Self::Desired) -> Option<i64>;
     /// The kind's objects in a snapshot of the account.
     fn items(inventory: &Inventory) -> &[Self::Item];
     /// Finds the object `d` stands for: `external_id`, then `status_id`, then the natural key.
@@ -208,7 +210,9 @@ pub trait ManagedKind: 'static {
     /// execution (`current`); `None` when nothing answered yet, and the step then runs as
     /// planned (its condition held on what the plan observed). Steps without a condition
     /// always run.
-    fn due(request: &Self::Request, current: Option<&Self::Detail>) -> Option<bool>;
+    fn due(_request: &Self::Request, _current: Option<&Self::Detail>) -> Option<bool> {
+        Some(true)
+    }
     /// Sends `request` (a step's) for the object `id` (`None` for a create). Answers the object
     /// as it now is, `None` once it is deleted.
     fn run(
@@ -231,44 +235,34 @@ pub trait ManagedKind: 'static {
         None
     }
 
-    /// The resource's status as last written (empty when none).
-    fn status(r: &Self::Resource) -> Self::Status;
     /// The status after seeing the object: fields the object shows replace those of `old`,
     /// fields it does not show (and the front end's own, such as pacing) are kept.
-    fn project(old: &Self::Status, seen: Seen<'_, Self::Item, Self::Detail>) -> Self::Status;
+    fn project(old: &StatusOf<Self>, seen: Seen<'_, Self::Item, Self::Detail>) -> StatusOf<Self>;
     /// True when `status` already shows everything a read of `item`'s object would add, as far
     /// as `d` needs it: no read is needed to report or compare it.
-    fn status_has_detail(_d: &Self::Desired, _status: &Self::Status, _item: &Self::Item) -> bool {
+    fn status_has_detail(_d: &Self::Desired, _status: &StatusOf<Self>, _item: &Self::Item) -> bool {
         true
     }
     /// What the plan compares when the spec needs detail-only fields and no read was made: the
     /// list item, with those fields as `status` last recorded them.
-    fn observe_known(item: &Self::Item, _status: &Self::Status) -> Self::Observed {
+    fn observe_known(item: &Self::Item, _status: &StatusOf<Self>) -> Self::Observed {
         Self::Observed::from(item)
     }
     /// Where a resource stands once its steps ran, from its status.
-    fn summary(d: &Self::Desired, status: &Self::Status) -> Summary;
+    fn summary(d: &Self::Desired, status: &StatusOf<Self>) -> Summary;
     /// Fills in status fields that cost a call of their own and matter only until the
     /// resource is ready (a sending domain's SPF suggestion). Failures leave them empty.
     fn complete_status(
         _client: &Client,
-        _status: &mut Self::Status,
+        _status: &mut StatusOf<Self>,
     ) -> impl Future<Output = ()> + Send {
         async {}
     }
-    /// `spec.accountRef`: the account the resource is managed through (`None`: ClusterAccount
-    /// `default`).
-    fn account_ref(r: &Self::Resource) -> Option<&crate::crd::AccountReference>;
     /// True for the kind whose objects are API keys (a sub account's credential is one).
     const API_KEY: bool = false;
     /// True for a kind created and changed with a company key only (a SubAccount: a sub account
     /// key acts within its own sub account, product design decision "Scope of a key").
     const NEEDS_COMPANY_KEY: bool = false;
-    /// `spec.subAccountRef`: the SubAccount whose sub account holds the object, if the spec
-    /// names one. Its calls are then made with that sub account's credential.
-    fn sub_account_ref(_r: &Self::Resource) -> Option<&crate::crd::SubAccountReference> {
-        None
-    }
     /// Scopes `d` to the sub account `id` once the front end resolved the reference.
     fn in_sub_account(_d: &mut Self::Desired, _id: i64) {}
     /// True for a kind whose objects ask for DNS records (see [`ManagedKind::records`]).

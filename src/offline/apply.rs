@@ -12,8 +12,7 @@ use crate::api::{ApiObject, Client, SubAccountDetail};
 use crate::crd::DnsRecord;
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::kinds::sub_account;
-use crate::engine::{ManagedKind, StepReport};
+use crate::engine::{ManagedKind, StepReport, placement};
 use crate::files::SafeDir;
 
 /// How many resources of one kind are applied at once. The client's request budget
@@ -208,7 +207,7 @@ fn caller(
     let answered = created.iter().find(|(i, _)| *i == placed.sub);
     let key = match (answered, &placed.credential) {
         (Some((_, detail)), _) => {
-            sub_account::credential(&placed.credential_key, detail.id, &detail.api_keys)?
+            placement::credential(&placed.credential_key, detail.id, &detail.api_keys)?
                 .key
                 .clone()
         }
@@ -341,7 +340,7 @@ async fn apply_placed<K: ManagedKind>(
     let mut desired = plan.desired.clone();
     K::in_sub_account(&mut desired, sub.id);
     let held = Inventory::of_new_sub_account(sub);
-    match driver::plan_desired::<K>(ctx.client, desired, K::items(&held)).await {
+    match driver::plan_desired::<K>(ctx.client, desired, plan.external_id, K::items(&held)).await {
         Ok(plan) => apply_one(ctx, &plan, entry, namespace, true).await.0,
         Err(e) => failed(entry, e),
     }

@@ -12,7 +12,7 @@ use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::{ManagedKind, StepAction};
+use crate::engine::{ManagedKind, ManagedResource, StepAction};
 use crate::manifest::{Loaded, Resource};
 
 /// Plans the deletion of every resource of `resources` against the account (the three lists,
@@ -78,7 +78,7 @@ fn deletion_inside<K: ManagedKind>(
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
     let mut d = driver::desired::<K>(r)?;
-    if let Some(reference) = K::sub_account_ref(r) {
+    if let Some(reference) = r.sub_account_ref() {
         let namespace = reference.namespace_or(loaded.resource.namespace());
         let Some((_, _, id)) = sub_ids
             .iter()

@@ -7,9 +7,8 @@ use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::kinds::sub_account;
-use crate::engine::{FieldChange, MatchedBy, natural_key};
-use crate::engine::{ManagedKind, Step as EngineStep};
+use crate::engine::{FieldChange, MatchedBy, natural_key, placement};
+use crate::engine::{ManagedKind, ManagedResource, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
 
 /// The plan of one resource, for people and for `--output json`.
@@ -124,7 +123,7 @@ pub(crate) struct Inside {
     /// The sub account's id, `None` when this apply creates it.
     pub id: Option<i64>,
     /// The operator's credential in an existing sub account, from the company's key list
-    /// ([`sub_account::credential`]); for a new one it comes from the create answer.
+    /// ([`placement::credential`]); for a new one it comes from the create answer.
     pub credential: Option<secrecy::SecretString>,
     /// Name of the credential key.
     pub credential_key: String,
@@ -405,7 +404,7 @@ async fn plan_sub_account(
     let id = plan.planned.found.map(|f| f.id);
     let credential_key = plan.desired.credential_key.clone();
     let credential = id.map(|id| {
-        sub_account::credential(&credential_key, id, &inventory.api_keys).map(|k| k.key.clone())
+        placement::credential(&credential_key, id, &inventory.api_keys).map(|k| k.key.clone())
     });
     let sub = PlannedSubAccount {
         namespace: loaded.resource.namespace().to_string(),
@@ -445,8 +444,9 @@ where
             return Ok((Step::Invalid, None));
         }
     };
-    let Some(reference) = K::sub_account_ref(r) else {
-        let result = driver::plan_desired::<K>(client, d, K::items(inventory)).await;
+    let external_id = r.external_id();
+    let Some(reference) = r.sub_account_ref() else {
+        let result = driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await;
         return Ok((planned(e, result, Step::from)?, None));
     };
     let own = loaded.resource.namespace();
@@ -471,24 +471,32 @@ where
         None if K::API_KEY
             && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key) =>
         {
-            let plan = Ok(new_sub_account_key::<K>(d, &sub.name));
+            let plan = Ok(new_sub_account_key::<K>(d, external_id, &sub.name));
             return Ok((planned(e, plan, Step::from)?, inside));
         }
-        None => K::in_sub_account(&mut d, sub_account::NOT_CREATED_YET),
+        None => K::in_sub_account(&mut d, placement::NOT_CREATED_YET),
     }
-    let result = driver::plan_desired::<K>(client, d, K::items(inventory)).await;
+    let result = driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await;
     Ok((planned(e, result, Step::from)?, inside))
 }
 
 /// The plan of the key a new sub account is created with (its credential key, which the API
 /// key `desired` names): no call of its own.
-fn new_sub_account_key<K: ManagedKind>(desired: K::Desired, sub: &str) -> ResourcePlan<K> {
+fn new_sub_account_key<K: ManagedKind>(
+    desired: K::Desired,
+    external_id: Option<i64>,
+    sub: &str,
+) -> ResourcePlan<K> {
     let note = format!("created with SubAccount \"{sub}\" (the key it is created with)");
     let planned = crate::engine::Planned {
         notes: vec![note],
         ..crate::engine::Planned::creating(Vec::new())
     };
-    ResourcePlan { desired, planned }
+    ResourcePlan {
+        desired,
+        external_id,
+        planned,
+    }
 }
 
 impl From<ResourcePlan<ApiKey>> for Step {

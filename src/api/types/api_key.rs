@@ -1,6 +1,8 @@
 //! API keys: the interface document, section "Resources and their fields" (API key list item
 //! and detail) and section "Endpoints", "API keys".
 
+use std::net::IpAddr;
+
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +108,48 @@ pub struct ApiKeyDetail {
     /// Name of the sub account holding the key.
     #[serde(default, deserialize_with = "nullable")]
     pub sub_account_name: String,
+}
+
+impl ApiKeyDetail {
+    /// The ids of `permissions`, sorted.
+    pub fn permission_ids(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.permissions.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// `allowedIp` parsed ([`allowed_ip::parse`]).
+    pub fn allowed_ips(&self) -> Vec<IpAddr> {
+        allowed_ip::parse(&self.allowed_ip)
+    }
+}
+
+/// `allowedIp`: the interface's comma separated list of the addresses a key may be used from
+/// (empty: from anywhere).
+pub mod allowed_ip {
+    use std::net::IpAddr;
+
+    /// The addresses in `raw`, sorted and without repeats. Blanks and entries that are not
+    /// addresses are skipped (they cannot match a spec, which holds addresses only).
+    pub fn parse(raw: &str) -> Vec<IpAddr> {
+        parse_each(raw.split(','))
+    }
+
+    /// The addresses among `entries`, sorted and without repeats (see [`parse`]).
+    pub fn parse_each<'a>(entries: impl IntoIterator<Item = &'a str>) -> Vec<IpAddr> {
+        let mut ips: Vec<IpAddr> = (entries.into_iter())
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        ips.sort_unstable();
+        ips.dedup();
+        ips
+    }
+
+    /// `ips` as the interface writes them: comma separated.
+    pub fn join(ips: &[IpAddr]) -> String {
+        let ips: Vec<String> = ips.iter().map(ToString::to_string).collect();
+        ips.join(",")
+    }
 }
 
 /// One page of `GET /api-key`: the keys on this page and the total `count` over all pages.

@@ -33,7 +33,7 @@ pub use analytics::{
 };
 pub use api_key::{
     ApiKeyDetail, ApiKeyList, ApiKeyListItem, COMPANY_SUB_ACCOUNT_ID, CreateApiKey,
-    ListApiKeysQuery, Permission, UpdateApiKey,
+    ListApiKeysQuery, Permission, UpdateApiKey, allowed_ip,
 };
 pub use sending_domain::{
     CreateSendingDomain, ListSendingDomainsQuery, SendingDomainDetail, SendingDomainList,

@@ -13,7 +13,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::registry::{AccountName, AccountRegistry};
 use super::usage::account_name;
-use crate::engine::ManagedKind;
 
 /// The subscribers to account changes, one per managed kind's controller.
 #[derive(Default)]
@@ -25,7 +24,7 @@ impl AccountRegistry {
     /// ends when the registry is dropped.
     pub fn dependents<K>(&self, store: Store<K>) -> impl Stream<Item = ObjectRef<K>> + Send + use<K>
     where
-        K: ManagedKind<Resource = K>
+        K: crate::engine::ManagedResource
             + kube::Resource<DynamicType = ()>
             + Clone
             + Send
@@ -43,7 +42,7 @@ impl AccountRegistry {
                 .state()
                 .iter()
                 .filter(|r| {
-                    account_name(&r.namespace().unwrap_or_default(), K::account_ref(r)) == changed
+                    account_name(&r.namespace().unwrap_or_default(), r.account_ref()) == changed
                 })
                 .map(|r| ObjectRef::from_obj(r.as_ref()))
                 .collect();

@@ -69,7 +69,7 @@ fn users_in<K: Claimant>(
 /// True when `r` names `account` and holds the operator's finalizer.
 fn uses<K: Claimant>(r: &K, account: &AccountName) -> bool {
     r.finalizers().iter().any(|f| f == FINALIZER)
-        && account_name(&r.namespace().unwrap_or_default(), K::account_ref(r)) == *account
+        && account_name(&r.namespace().unwrap_or_default(), r.account_ref()) == *account
 }
 
 fn shown<K: Claimant>(r: &K) -> String {
@@ -251,8 +251,7 @@ impl InUseTrigger {
         };
         // Most resources name a ClusterAccount: they cost no lock.
         let namespace = r.namespace().unwrap_or_default();
-        let AccountName::Namespaced { namespace, name } =
-            account_name(&namespace, K::account_ref(r))
+        let AccountName::Namespaced { namespace, name } = account_name(&namespace, r.account_ref())
         else {
             return;
         };

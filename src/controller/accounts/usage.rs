@@ -81,9 +81,9 @@ pub struct Needs {
 /// annotations it still carries (a resource that adopted before its account restricted
 /// adoption keeps its object). Where the account refuses adoption, the policy is ignored
 /// for lookups, so an owned object that is gone is never replaced by adopting another.
-pub fn asks_to_adopt<K: kube::Resource>(obj: &K, owned: Option<i64>) -> bool {
+pub fn asks_to_adopt<K: crate::engine::ManagedResource>(obj: &K, owned: Option<i64>) -> bool {
     let policy = crate::crd::AdoptionPolicy::annotated(obj.meta()).is_some();
-    let external = crate::controller::claims::external_id(obj);
+    let external = obj.external_id();
     (policy && owned.is_none()) || external.is_some_and(|e| owned != Some(e))
 }
 
@@ -203,12 +203,11 @@ impl AccountRegistry {
     /// another namespace's resource from the object it claims.
     pub fn may_claim<K>(&self, obj: &K) -> bool
     where
-        K: crate::engine::ManagedKind<Resource = K> + kube::Resource,
-        K::Status: crate::engine::ManagedStatus,
+        K: crate::engine::ManagedResource + kube::Resource,
     {
         use kube::ResourceExt;
         let namespace = obj.namespace().unwrap_or_default();
-        let AccountName::Cluster(name) = account_name(&namespace, K::account_ref(obj)) else {
+        let AccountName::Cluster(name) = account_name(&namespace, obj.account_ref()) else {
             return true;
         };
         let Some(account) = self
@@ -225,7 +224,7 @@ impl AccountRegistry {
         if !self.namespace_may_use(&account, &namespace) {
             return false;
         }
-        let owned = crate::engine::ManagedStatus::owned_id(&K::status(obj));
+        let owned = obj.recorded_id();
         !asks_to_adopt(obj, owned) || self.namespace_may_adopt(&account, &namespace)
     }
 

@@ -9,7 +9,9 @@
 
 use std::net::IpAddr;
 
-use crate::api::{ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, UpdateApiKey};
+use crate::api::{
+    ApiError, ApiKeyDetail, ApiKeyListItem, Client, CreateApiKey, UpdateApiKey, allowed_ip,
+};
 use crate::crd::subaccount::NamedId;
 use crate::crd::{ApiKey, ApiKeyStatus, DeletionPolicy};
 use crate::engine::inventory::Inventory;
@@ -21,8 +23,6 @@ use crate::engine::{
 
 /// The key of the key value in its Secret.
 pub const SECRET_KEY: &str = "apiKey";
-
-const WHEN_TYPE_DIFFERS: &str = "the created key's permissionType is not spec.permissionType";
 
 /// A validated ApiKey spec.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,8 +39,6 @@ pub struct Desired {
     pub secret_name: String,
     /// Name of the referenced SubAccount, for keys that live in a sub account.
     pub sub_account_ref: Option<String>,
-    /// Id from the external-id annotation.
-    pub external_id: Option<i64>,
     /// Id of the sub account `sub_account_ref` names, once the front end resolved it (`None`
     /// for a company key, or not resolved yet).
     pub sub_account_id: Option<i64>,
@@ -78,15 +76,10 @@ impl From<&ApiKeyListItem> for Observed {
 
 impl From<&ApiKeyDetail> for Observed {
     fn from(d: &ApiKeyDetail) -> Self {
-        let mut ids: Vec<i64> = d.permissions.iter().map(|p| p.id).collect();
-        ids.sort_unstable();
         Observed {
-            id: d.id,
-            name: d.name.clone(),
-            permission_type: d.permission_type.clone(),
-            sub_account_id: d.sub_account_id,
-            permission_ids: Some(ids),
-            allowed_ips: Some(parse_allowed_ip(&d.allowed_ip)),
+            permission_ids: Some(d.permission_ids()),
+            allowed_ips: Some(d.allowed_ips()),
+            ..Observed::from(&ApiKeyListItem::from(d))
         }
     }
 }
@@ -103,7 +96,9 @@ impl Observed {
             let mut ids: Vec<i64> = status.permissions.iter().map(|p| p.id).collect();
             ids.sort_unstable();
             o.permission_ids = Some(ids);
-            o.allowed_ips = Some(parse_allowed_ip(&status.allowed_ips.join(",")));
+            o.allowed_ips = Some(allowed_ip::parse_each(
+                status.allowed_ips.iter().map(String::as_str),
+            ));
         }
         o
     }
@@ -116,13 +111,20 @@ pub enum Call {
     Create(CreateApiKey),
     /// `PUT /api-key/{id}` with the changed fields.
     Update(UpdateApiKey),
-    /// `PUT /api-key/{id}` with `permissionType`, after a create, when the key differs.
-    SetPermissionType(String),
+    /// `PUT /api-key/{id}` with `permissionType` only, after a create, when the key differs.
+    SetPermissionType(UpdateApiKey),
     /// `DELETE /api-key/{id}` (`deletionPolicy: Delete`).
     Delete,
 }
 
-fn create_step(req: CreateApiKey) -> PlannedStep<Call> {
+/// The step `POST /api-key` for `d`: no `permissionType`, which the create body lacks (a later
+/// step sets it).
+fn create_step(d: &Desired) -> PlannedStep<Call> {
+    let req = CreateApiKey {
+        name: Some(d.name.clone()),
+        permission_ids: (!d.permission_ids.is_empty()).then(|| d.permission_ids.clone()),
+        allowed_ip: (!d.allowed_ips.is_empty()).then(|| allowed_ip::join(&d.allowed_ips)),
+    };
     let ids = req.permission_ids.as_ref().map(|v| format!("{v:?}"));
     let step = Step::new(StepAction::Create, "POST /api-key")
         .sends_some("spec.name", req.name.as_deref(), false)
@@ -139,7 +141,6 @@ impl ManagedKind for ApiKey {
     type Detail = ApiKeyDetail;
     type Observed = Observed;
     type Request = Call;
-    type Status = ApiKeyStatus;
     const KIND: &'static str = "ApiKey";
     const NOUN: &'static str = "API key";
     /// Key names are not unique at the service (the interface document, section "API keys").
@@ -153,27 +154,19 @@ impl ManagedKind for ApiKey {
         }
         let mut permission_ids = r.spec.permission_ids.clone();
         permission_ids.sort_unstable();
-        let allowed_ips = r.spec.allowed_ips.iter().filter_map(|s| s.parse().ok());
         Ok(Desired {
             name: r.service_name().to_string(),
             permission_type: r.spec.permission_type.clone(),
             permission_ids,
-            allowed_ips: sorted(allowed_ips),
+            allowed_ips: allowed_ip::parse_each(r.spec.allowed_ips.iter().map(String::as_str)),
             secret_name: r.spec.secret_name.clone(),
             sub_account_ref: r.spec.sub_account_ref.as_ref().map(|s| s.name.clone()),
-            external_id: validate::external_id(r.metadata.annotations.as_ref())
-                .ok()
-                .flatten(),
             sub_account_id: None,
         })
     }
 
     fn natural_key(d: &Desired) -> &str {
         &d.name
-    }
-
-    fn external_id(d: &Desired) -> Option<i64> {
-        d.external_id
     }
 
     fn items(inventory: &Inventory) -> &[ApiKeyListItem] {
@@ -208,13 +201,17 @@ impl ManagedKind for ApiKey {
 
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
         let Some((found, observed)) = found else {
-            let mut steps = vec![create_step(create_request(d))];
+            let mut steps = vec![create_step(d)];
             if let Some(want) = &d.permission_type {
+                let request = UpdateApiKey {
+                    permission_type: Some(want.clone()),
+                    ..Default::default()
+                };
                 steps.push(PlannedStep {
                     step: Step::new(StepAction::Update, "PUT /api-key/{id}")
-                        .when(WHEN_TYPE_DIFFERS)
+                        .when("the created key's permissionType is not spec.permissionType")
                         .sends("spec.permissionType", want, false),
-                    request: Call::SetPermissionType(want.clone()),
+                    request: Call::SetPermissionType(request),
                 });
             }
             return Ok(Planned::creating(steps));
@@ -234,7 +231,9 @@ impl ManagedKind for ApiKey {
 
     fn due(call: &Call, current: Option<&ApiKeyDetail>) -> Option<bool> {
         match call {
-            Call::SetPermissionType(want) => current.map(|c| &c.permission_type != want),
+            Call::SetPermissionType(req) => {
+                current.map(|c| Some(&c.permission_type) != req.permission_type.as_ref())
+            }
             Call::Create(_) | Call::Update(_) | Call::Delete => Some(true),
         }
     }
@@ -244,21 +243,16 @@ impl ManagedKind for ApiKey {
         call: &Call,
         id: Option<i64>,
     ) -> Result<Option<ApiKeyDetail>, ApiError> {
-        if let Call::Create(req) = call {
-            return client.create_api_key(req).await.map(Some);
-        }
-        let id = target("PUT /api-key/{id}", id)?;
         match call {
-            Call::Create(_) => unreachable!("handled above"),
-            Call::Update(req) => client.update_api_key(id, req).await.map(Some),
-            Call::SetPermissionType(want) => {
-                let req = UpdateApiKey {
-                    permission_type: Some(want.clone()),
-                    ..Default::default()
-                };
-                client.update_api_key(id, &req).await.map(Some)
+            Call::Create(req) => client.create_api_key(req).await.map(Some),
+            Call::Update(req) | Call::SetPermissionType(req) => {
+                let id = target("PUT /api-key/{id}", id)?;
+                client.update_api_key(id, req).await.map(Some)
             }
-            Call::Delete => client.delete_api_key(id).await.map(|_| None),
+            Call::Delete => (client
+                .delete_api_key(target("DELETE /api-key/{id}", id)?)
+                .await)
+                .map(|_| None),
         }
     }
 
@@ -289,31 +283,14 @@ impl ManagedKind for ApiKey {
             .then(|| vec![export(d, &item.key)])
     }
 
-    fn account_ref(r: &ApiKey) -> Option<&crate::crd::AccountReference> {
-        r.spec.account_ref.as_ref()
-    }
-
-    fn status(r: &ApiKey) -> ApiKeyStatus {
-        r.status.clone().unwrap_or_default()
-    }
-
     fn project(old: &ApiKeyStatus, seen: Seen<'_, ApiKeyListItem, ApiKeyDetail>) -> ApiKeyStatus {
-        let mut status = match seen {
+        match seen {
             Seen::Detail(d) => ApiKeyStatus {
-                id: Some(d.id),
-                name: Some(d.name.clone()),
-                sub_account_id: Some(d.sub_account_id),
-                sub_account_name: Some(d.sub_account_name.clone()),
-                permission_type: Some(d.permission_type.clone()),
                 permissions: (d.permissions.iter())
                     .map(|p| NamedId::new(p.id, &p.name))
                     .collect(),
-                allowed_ips: parse_allowed_ip(&d.allowed_ip)
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-                created_at: Some(d.created_at),
-                ..Default::default()
+                allowed_ips: d.allowed_ips().iter().map(ToString::to_string).collect(),
+                ..Self::project(old, Seen::Item(&ApiKeyListItem::from(d)))
             },
             // The fields a list item lacks are kept.
             Seen::Item(i) => ApiKeyStatus {
@@ -323,14 +300,9 @@ impl ManagedKind for ApiKey {
                 sub_account_name: Some(i.sub_account_name.clone()),
                 permission_type: Some(i.permission_type.clone()),
                 created_at: Some(i.created_at),
-                permissions: old.permissions.clone(),
-                allowed_ips: old.allowed_ips.clone(),
-                ..Default::default()
+                ..old.clone()
             },
-        };
-        status.conditions = old.conditions.clone();
-        status.observed_generation = old.observed_generation;
-        status
+        }
     }
 
     /// A status whose permissions and allowed IPs are both empty may never have been read from
@@ -357,10 +329,6 @@ impl ManagedKind for ApiKey {
                 d.secret_name
             ),
         }
-    }
-
-    fn sub_account_ref(r: &ApiKey) -> Option<&crate::crd::SubAccountReference> {
-        r.spec.sub_account_ref.as_ref()
     }
 
     fn in_sub_account(d: &mut Desired, id: i64) {
@@ -393,39 +361,12 @@ fn diff(d: &Desired, observed: &Observed) -> (Vec<FieldChange>, UpdateApiKey) {
             FieldChange::record(c, "spec.permissionIds", have, &d.permission_ids, show);
     }
     if let Some(have) = &observed.allowed_ips {
-        let ips = FieldChange::record(c, "spec.allowedIps", have, &d.allowed_ips, |v| join_ips(v));
-        request.allowed_ip = ips.map(|v| join_ips(&v));
+        let ips = FieldChange::record(c, "spec.allowedIps", have, &d.allowed_ips, |v| {
+            allowed_ip::join(v)
+        });
+        request.allowed_ip = ips.map(|v| allowed_ip::join(&v));
     }
     (changes, request)
-}
-
-/// The body of `POST /api-key` for `d` (no `permissionType`: a later step sets it).
-fn create_request(d: &Desired) -> CreateApiKey {
-    CreateApiKey {
-        name: Some(d.name.clone()),
-        permission_ids: (!d.permission_ids.is_empty()).then(|| d.permission_ids.clone()),
-        allowed_ip: (!d.allowed_ips.is_empty()).then(|| join_ips(&d.allowed_ips)),
-    }
-}
-
-/// Parses the interface's comma separated `allowedIp` into sorted addresses, skipping blanks and
-/// entries that are not addresses (they cannot match the spec, which only holds addresses).
-pub fn parse_allowed_ip(raw: &str) -> Vec<IpAddr> {
-    sorted(raw.split(',').filter_map(|s| s.trim().parse().ok()))
-}
-
-fn sorted(ips: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
-    let mut ips: Vec<IpAddr> = ips.collect();
-    ips.sort_unstable();
-    ips.dedup();
-    ips
-}
-
-fn join_ips(ips: &[IpAddr]) -> String {
-    ips.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[cfg(test)]
@@ -455,10 +396,9 @@ mod tests {
             name: "ci".into(),
             permission_type: Some("custom".into()),
             permission_ids: vec![1, 2],
-            allowed_ips: parse_allowed_ip("10.0.0.2,10.0.0.1"),
+            allowed_ips: allowed_ip::parse("10.0.0.2,10.0.0.1"),
             secret_name: "s".into(),
             sub_account_ref: None,
-            external_id: None,
             sub_account_id: None,
         }
     }
@@ -470,7 +410,7 @@ mod tests {
             permission_type: "custom".into(),
             sub_account_id: 0,
             permission_ids: Some(vec![1, 2]),
-            allowed_ips: Some(parse_allowed_ip(" 10.0.0.1, 10.0.0.2")),
+            allowed_ips: Some(allowed_ip::parse(" 10.0.0.1, 10.0.0.2")),
         }
     }
 

@@ -11,20 +11,11 @@ use crate::crd::{InitialApiKey, SubAccount, SubAccountDeletionPolicy, SubAccount
 use crate::engine::inventory::Inventory;
 use crate::engine::{
     Export, FieldChange, Found, Lookup, ManagedKind, Planned, PlannedStep, Problem, SecretRef,
-    Seen, Step, StepAction, Summary, lookup, natural_key, target, validate,
+    Seen, Step, StepAction, Summary, lookup, natural_key, placement, target, validate,
 };
 
 /// The key of the first key's value in its Secret (the same as an ApiKey's).
 pub use super::api_key::SECRET_KEY;
-
-/// Name of the key the operator creates with a sub account as its own credential there, when
-/// the spec names none (product design, "Accounts and tenancy").
-pub const OPERATOR_KEY_NAME: &str = "mailtarget-operator";
-
-/// The sub account id a front end places an object in while its sub account is still to be
-/// created (the cluster-less `plan`): no object carries it, so lookups find nothing of the
-/// object inside, and a natural key unique at the service that exists elsewhere is reported.
-pub const NOT_CREATED_YET: i64 = -1;
 
 /// Status written by `deletionPolicy: Deactivate` when `spec.deactivatedStatus` is unset.
 pub const DEFAULT_DEACTIVATED_STATUS: &str = "inactive";
@@ -40,10 +31,9 @@ pub struct Desired {
     pub ip_pool_id: Option<i64>,
     /// First key to create with the sub account.
     pub initial_key: Option<InitialApiKey>,
-    /// Name of the key the operator calls with inside the sub account ([`credential_key_name`]).
+    /// Name of the key the operator calls with inside the sub account
+    /// ([`placement::credential_key_name`]).
     pub credential_key: String,
-    /// Id from the external-id annotation.
-    pub external_id: Option<i64>,
 }
 
 /// What the service holds for a sub account. `ip_pool_id` is `None` when read from a list item,
@@ -73,11 +63,10 @@ impl From<&SubAccountListItem> for Observed {
 
 impl From<&SubAccountDetail> for Observed {
     fn from(d: &SubAccountDetail) -> Self {
+        let ip_pool_id = Some(d.ip_pool_id);
         Observed {
-            id: d.id,
-            name: d.sub_account_name.clone(),
-            status: d.status.clone(),
-            ip_pool_id: Some(d.ip_pool_id),
+            ip_pool_id,
+            ..Observed::from(&SubAccountListItem::from(d))
         }
     }
 }
@@ -130,7 +119,6 @@ impl ManagedKind for SubAccount {
     type Detail = SubAccountDetail;
     type Observed = Observed;
     type Request = Call;
-    type Status = SubAccountStatus;
     const KIND: &'static str = "SubAccount";
     const NOUN: &'static str = "sub account";
 
@@ -144,19 +132,12 @@ impl ManagedKind for SubAccount {
             status: r.spec.status.clone(),
             ip_pool_id: r.spec.ip_pool_id,
             initial_key: r.spec.api_key.clone(),
-            credential_key: credential_key_name(r),
-            external_id: validate::external_id(r.metadata.annotations.as_ref())
-                .ok()
-                .flatten(),
+            credential_key: placement::credential_key_name(r),
         })
     }
 
     fn natural_key(d: &Desired) -> &str {
         &d.name
-    }
-
-    fn external_id(d: &Desired) -> Option<i64> {
-        d.external_id
     }
 
     fn items(inventory: &Inventory) -> &[SubAccountListItem] {
@@ -209,10 +190,6 @@ impl ManagedKind for SubAccount {
             request,
             Vec::new(),
         ))
-    }
-
-    fn due(_call: &Call, _current: Option<&SubAccountDetail>) -> Option<bool> {
-        Some(true)
     }
 
     async fn run(
@@ -284,50 +261,34 @@ impl ManagedKind for SubAccount {
 
     const NEEDS_COMPANY_KEY: bool = true;
 
-    fn account_ref(r: &SubAccount) -> Option<&crate::crd::AccountReference> {
-        r.spec.account_ref.as_ref()
-    }
-
-    fn status(r: &SubAccount) -> SubAccountStatus {
-        r.status.clone().unwrap_or_default()
-    }
-
     fn project(
         old: &SubAccountStatus,
         seen: Seen<'_, SubAccountListItem, SubAccountDetail>,
     ) -> SubAccountStatus {
-        let mut status = match seen {
+        match seen {
             // `status.apiKeys` lists ids and names only.
             Seen::Detail(d) => SubAccountStatus {
-                id: Some(d.id),
-                name: Some(d.sub_account_name.clone()),
-                status: Some(d.status.clone()),
                 ip_pool_id: Some(d.ip_pool_id),
                 ip_pool_name: Some(d.ip_pool_name.clone()),
-                created_at: Some(d.created_at),
                 api_keys: (d.api_keys.iter())
                     .map(|k| NamedId::new(k.id, &k.name))
                     .collect(),
                 domains: (d.domains.iter())
                     .map(|x| NamedId::new(x.id, &x.domain))
                     .collect(),
-                ..Default::default()
+                ..Self::project(old, Seen::Item(&SubAccountListItem::from(d)))
             },
-            // The fields a list item lacks are kept.
+            // The fields a list item lacks are kept. The credential is found by the front end,
+            // not shown by the object: kept while the object is the same one.
             Seen::Item(i) => SubAccountStatus {
                 id: Some(i.id),
                 name: Some(i.name.clone()),
                 status: Some(i.status.clone()),
                 created_at: Some(i.created_at),
+                credential: old.credential.clone().filter(|_| old.id == Some(i.id)),
                 ..old.clone()
             },
-        };
-        status.conditions = old.conditions.clone();
-        status.observed_generation = old.observed_generation;
-        // The credential is found by the front end, not shown by the object: kept while the
-        // object is the same one.
-        status.credential = old.credential.clone().filter(|_| old.id == status.id);
-        status
+        }
     }
 
     fn status_has_detail(
@@ -371,51 +332,6 @@ fn create_request(d: &Desired) -> CreateSubAccount {
         req.allowed_ips = (!key.allowed_ips.is_empty()).then(|| key.allowed_ips.join(","));
     }
     req
-}
-
-/// The name of the key the operator calls with inside `r`'s sub account:
-/// `spec.credentialKeyName`, else the first key's (`spec.apiKey.name`, else the sub account
-/// name, when `spec.apiKey` is set), else [`OPERATOR_KEY_NAME`].
-pub fn credential_key_name(r: &SubAccount) -> String {
-    if let Some(name) = &r.spec.credential_key_name {
-        return name.clone();
-    }
-    match &r.spec.api_key {
-        Some(key) => key
-            .name
-            .clone()
-            .unwrap_or_else(|| r.service_name().to_string()),
-        None => OPERATOR_KEY_NAME.to_string(),
-    }
-}
-
-/// The key called `name` among the keys of sub account `id` in `keys` (a list of the company's
-/// keys, which carries their values): the operator's credential there.
-///
-/// Errors: for people, when no key or several keys of that name exist in the sub account.
-pub fn credential<'a>(
-    name: &str,
-    id: i64,
-    keys: &'a [crate::api::ApiKeyListItem],
-) -> Result<&'a crate::api::ApiKeyListItem, String> {
-    let found: Vec<_> = keys
-        .iter()
-        .filter(|k| k.sub_account_id == id && natural_key::same_key_name(&k.name, name))
-        .collect();
-    match found.as_slice() {
-        [one] => Ok(one),
-        [] => Err(format!(
-            "sub account {id} has no API key named \"{name}\", the operator's credential for the objects inside it; create a key of that name in the sub account, or set spec.credentialKeyName to the name of one of its keys"
-        )),
-        many => Err(format!(
-            "sub account {id} has {} API keys named \"{name}\" (ids {}); the operator's credential must be unique: rename or delete the extra ones, or set spec.credentialKeyName to another key's name",
-            many.len(),
-            many.iter()
-                .map(|k| k.id.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
-    }
 }
 
 /// The name of the first key in the service, when the spec asks for one (`spec.apiKey`): the
@@ -463,8 +379,7 @@ mod tests {
             status: Some("active".into()),
             ip_pool_id: Some(2),
             initial_key: None,
-            external_id: None,
-            credential_key: OPERATOR_KEY_NAME.into(),
+            credential_key: crate::engine::placement::OPERATOR_KEY_NAME.into(),
         }
     }
 
@@ -536,51 +451,13 @@ mod tests {
             panic!("expected create")
         };
         assert_eq!(req.create_api_key, Some(true));
-        assert_eq!(req.api_key_name.as_deref(), Some(OPERATOR_KEY_NAME));
+        assert_eq!(
+            req.api_key_name.as_deref(),
+            Some(placement::OPERATOR_KEY_NAME)
+        );
         assert_eq!(
             (&req.permission_ids, &req.permission_type, &req.allowed_ips),
             (&None, &None, &None)
         );
-    }
-
-    /// The credential's name: `spec.credentialKeyName`, else `spec.apiKey`'s (its name, else
-    /// the sub account's), else the operator's own key.
-    #[test]
-    fn credential_key_names() {
-        let mut r = SubAccount::new("team-a", Default::default());
-        assert_eq!(credential_key_name(&r), OPERATOR_KEY_NAME);
-        r.spec.api_key = Some(InitialApiKey::default());
-        assert_eq!(credential_key_name(&r), "team-a");
-        r.spec.api_key.as_mut().unwrap().name = Some("first".into());
-        assert_eq!(credential_key_name(&r), "first");
-        r.spec.credential_key_name = Some("ops".into());
-        assert_eq!(credential_key_name(&r), "ops");
-    }
-
-    /// The credential is the one key of its name inside the sub account: not a company key or
-    /// another sub account's key of that name; none or several is an error saying what to do.
-    #[test]
-    fn credential_is_found_inside_its_sub_account_only() {
-        let key = |id, name: &str, sub| crate::api::ApiKeyListItem {
-            id,
-            key: secrecy::SecretString::from(format!("value-{id}")),
-            name: name.into(),
-            permission_type: "full".into(),
-            sub_account_id: sub,
-            sub_account_name: String::new(),
-            created_at: 0,
-        };
-        let keys = [
-            key(1, "ops", 0),
-            key(2, "ops", 8),
-            key(3, "ops", 7),
-            key(4, "app", 7),
-        ];
-        assert_eq!(credential("ops", 7, &keys).unwrap().id, 3);
-        let missing = credential("ops", 9, &keys).unwrap_err();
-        assert!(missing.contains("spec.credentialKeyName"), "{missing}");
-        let twice = [key(3, "ops", 7), key(5, "ops", 7)];
-        let ambiguous = credential("ops", 7, &twice).unwrap_err();
-        assert!(ambiguous.contains("ids 3, 5"), "{ambiguous}");
     }
 }

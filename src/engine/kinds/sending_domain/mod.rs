@@ -37,8 +37,6 @@ pub struct Desired {
     pub shared: bool,
     /// Secret receiving the DKIM private key, if any.
     pub dkim_private_key_secret_name: Option<String>,
-    /// Id from the external-id annotation.
-    pub external_id: Option<i64>,
     /// Id of the sub account `spec.subAccountRef` names, once the front end resolved it (`None`
     /// for a domain of the account itself, or not resolved yet).
     pub sub_account_id: Option<i64>,
@@ -71,11 +69,10 @@ impl From<&SendingDomainListItem> for Observed {
 
 impl From<&SendingDomainDetail> for Observed {
     fn from(d: &SendingDomainDetail) -> Self {
+        let verified = d.is_verified();
         Observed {
-            id: d.id,
-            domain: d.domain.clone(),
-            assignment: d.assignment.clone(),
-            verified: d.is_verified(),
+            verified,
+            ..Observed::from(&SendingDomainListItem::from(d))
         }
     }
 }
@@ -119,7 +116,6 @@ impl ManagedKind for SendingDomain {
     type Detail = SendingDomainDetail;
     type Observed = Observed;
     type Request = Call;
-    type Status = SendingDomainStatus;
     const KIND: &'static str = "SendingDomain";
     const NOUN: &'static str = "sending domain";
 
@@ -134,19 +130,12 @@ impl ManagedKind for SendingDomain {
             note: r.spec.note.clone(),
             shared: r.spec.shared,
             dkim_private_key_secret_name: r.spec.dkim_private_key_secret_name.clone(),
-            external_id: validate::external_id(r.metadata.annotations.as_ref())
-                .ok()
-                .flatten(),
             sub_account_id: None,
         })
     }
 
     fn natural_key(d: &Desired) -> &str {
         &d.domain
-    }
-
-    fn external_id(d: &Desired) -> Option<i64> {
-        d.external_id
     }
 
     fn items(inventory: &Inventory) -> &[SendingDomainListItem] {
@@ -220,12 +209,12 @@ impl ManagedKind for SendingDomain {
         call: &Call,
         id: Option<i64>,
     ) -> Result<Option<SendingDomainDetail>, ApiError> {
-        if let Call::Create(req) = call {
-            return client.create_sending_domain(req).await.map(Some);
-        }
-        let id = target("PUT /domain/sending/{id}", id)?;
+        let id = match call {
+            Call::Create(req) => return client.create_sending_domain(req).await.map(Some),
+            _ => target("PUT /domain/sending/{id}", id)?,
+        };
         match call {
-            Call::Create(_) => unreachable!("handled above"),
+            Call::Create(_) => unreachable!("answered above"),
             Call::Share => client.share_sending_domain(id).await.map(Some),
             Call::VerifyTxt => {
                 // The answer lists every domain checked; ours is read from it, else afresh.
@@ -264,20 +253,8 @@ impl ManagedKind for SendingDomain {
             .collect())
     }
 
-    fn sub_account_ref(r: &SendingDomain) -> Option<&crate::crd::SubAccountReference> {
-        r.spec.sub_account_ref.as_ref()
-    }
-
     fn in_sub_account(d: &mut Desired, id: i64) {
         d.sub_account_id = Some(id);
-    }
-
-    fn account_ref(r: &SendingDomain) -> Option<&crate::crd::AccountReference> {
-        r.spec.account_ref.as_ref()
-    }
-
-    fn status(r: &SendingDomain) -> SendingDomainStatus {
-        r.status.clone().unwrap_or_default()
     }
 
     /// A detail replaces the records and flags; the verify-txt pacing and the SPF suggestion
@@ -426,7 +403,6 @@ mod tests {
             note: None,
             shared,
             dkim_private_key_secret_name: None,
-            external_id: None,
             sub_account_id: None,
         }
     }

@@ -1,0 +1,107 @@
+//! Resources placed inside a sub account (`spec.subAccountRef`; product design, "Accounts and
+//! tenancy"): both front ends call for them with the sub account's own key, the operator's
+//! credential there, found among the sub account's keys by name.
+
+use crate::crd::SubAccount;
+use crate::engine::natural_key;
+
+/// Name of the key the operator creates with a sub account as its own credential there, when
+/// the spec names none (product design, "Accounts and tenancy").
+pub const OPERATOR_KEY_NAME: &str = "mailtarget-operator";
+
+/// The sub account id a front end places an object in while its sub account is still to be
+/// created (the cluster-less `plan`): no object carries it, so lookups find nothing of the
+/// object inside, and a natural key unique at the service that exists elsewhere is reported.
+pub const NOT_CREATED_YET: i64 = -1;
+
+/// The name of the key the operator calls with inside `r`'s sub account:
+/// `spec.credentialKeyName`, else the first key's (`spec.apiKey.name`, else the sub account
+/// name, when `spec.apiKey` is set), else [`OPERATOR_KEY_NAME`].
+pub fn credential_key_name(r: &SubAccount) -> String {
+    if let Some(name) = &r.spec.credential_key_name {
+        return name.clone();
+    }
+    match &r.spec.api_key {
+        Some(key) => key
+            .name
+            .clone()
+            .unwrap_or_else(|| r.service_name().to_string()),
+        None => OPERATOR_KEY_NAME.to_string(),
+    }
+}
+
+/// The key called `name` among the keys of sub account `id` in `keys` (a list of the company's
+/// keys, which carries their values): the operator's credential there.
+///
+/// Errors: for people, when no key or several keys of that name exist in the sub account.
+pub fn credential<'a>(
+    name: &str,
+    id: i64,
+    keys: &'a [crate::api::ApiKeyListItem],
+) -> Result<&'a crate::api::ApiKeyListItem, String> {
+    let found: Vec<_> = keys
+        .iter()
+        .filter(|k| k.sub_account_id == id && natural_key::same_key_name(&k.name, name))
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!(
+            "sub account {id} has no API key named \"{name}\", the operator's credential for the objects inside it; create a key of that name in the sub account, or set spec.credentialKeyName to the name of one of its keys"
+        )),
+        many => Err(format!(
+            "sub account {id} has {} API keys named \"{name}\" (ids {}); the operator's credential must be unique: rename or delete the extra ones, or set spec.credentialKeyName to another key's name",
+            many.len(),
+            many.iter()
+                .map(|k| k.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::InitialApiKey;
+
+    /// The credential's name: `spec.credentialKeyName`, else `spec.apiKey`'s (its name, else
+    /// the sub account's), else the operator's own key.
+    #[test]
+    fn credential_key_names() {
+        let mut r = SubAccount::new("team-a", Default::default());
+        assert_eq!(credential_key_name(&r), OPERATOR_KEY_NAME);
+        r.spec.api_key = Some(InitialApiKey::default());
+        assert_eq!(credential_key_name(&r), "team-a");
+        r.spec.api_key.as_mut().unwrap().name = Some("first".into());
+        assert_eq!(credential_key_name(&r), "first");
+        r.spec.credential_key_name = Some("ops".into());
+        assert_eq!(credential_key_name(&r), "ops");
+    }
+
+    /// The credential is the one key of its name inside the sub account: not a company key or
+    /// another sub account's key of that name; none or several is an error saying what to do.
+    #[test]
+    fn credential_is_found_inside_its_sub_account_only() {
+        let key = |id, name: &str, sub| crate::api::ApiKeyListItem {
+            id,
+            key: secrecy::SecretString::from(format!("value-{id}")),
+            name: name.into(),
+            permission_type: "full".into(),
+            sub_account_id: sub,
+            sub_account_name: String::new(),
+            created_at: 0,
+        };
+        let keys = [
+            key(1, "ops", 0),
+            key(2, "ops", 8),
+            key(3, "ops", 7),
+            key(4, "app", 7),
+        ];
+        assert_eq!(credential("ops", 7, &keys).unwrap().id, 3);
+        let missing = credential("ops", 9, &keys).unwrap_err();
+        assert!(missing.contains("spec.credentialKeyName"), "{missing}");
+        let twice = [key(3, "ops", 7), key(5, "ops", 7)];
+        let ambiguous = credential("ops", 7, &twice).unwrap_err();
+        assert!(ambiguous.contains("ids 3, 5"), "{ambiguous}");
+    }
+}
