@@ -84,26 +84,6 @@ impl From<&ApiKeyDetail> for Observed {
     }
 }
 
-impl Observed {
-    /// The list item `i` with the detail-only fields as `status` last recorded them (from a
-    /// detail read or an update's answer) when `status` describes this same key (`status.id ==
-    /// i.id`); otherwise those fields are unknown (`None`) and not compared. Only for a spec
-    /// that sets permissions or allowed IPs ([`needs_detail`]); use `Observed::from(i)` for
-    /// the others, whose allowed IPs are not managed.
-    pub fn last_known(i: &ApiKeyListItem, status: &ApiKeyStatus) -> Self {
-        let mut o = Observed::from(i);
-        if status.id == Some(i.id) {
-            let mut ids: Vec<i64> = status.permissions.iter().map(|p| p.id).collect();
-            ids.sort_unstable();
-            o.permission_ids = Some(ids);
-            o.allowed_ips = Some(allowed_ip::parse_each(
-                status.allowed_ips.iter().map(String::as_str),
-            ));
-        }
-        o
-    }
-}
-
 /// The calls of an API key.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Call {
@@ -315,8 +295,22 @@ impl ManagedKind for ApiKey {
                 || !status.allowed_ips.is_empty())
     }
 
-    fn observe_known(item: &ApiKeyListItem, status: &ApiKeyStatus) -> Observed {
-        Observed::last_known(item, status)
+    /// The list item `i` with the detail-only fields as `status` last recorded them (from a
+    /// detail read or an update's answer) when `status` describes this same key (`status.id ==
+    /// i.id`); otherwise those fields are unknown (`None`) and not compared. Only for a spec
+    /// that sets permissions or allowed IPs ([`ManagedKind::needs_detail`]); use `Observed::from(i)` for
+    /// the others, whose allowed IPs are not managed.
+    fn observe_known(i: &ApiKeyListItem, status: &ApiKeyStatus) -> Observed {
+        let mut o = Observed::from(i);
+        if status.id == Some(i.id) {
+            let mut ids: Vec<i64> = status.permissions.iter().map(|p| p.id).collect();
+            ids.sort_unstable();
+            o.permission_ids = Some(ids);
+            o.allowed_ips = Some(allowed_ip::parse_each(
+                status.allowed_ips.iter().map(String::as_str),
+            ));
+        }
+        o
     }
 
     fn summary(d: &Desired, status: &ApiKeyStatus) -> Summary {
@@ -468,7 +462,7 @@ mod tests {
             allowed_ips: vec!["10.0.0.2".into(), "10.0.0.1".into()],
             ..Default::default()
         };
-        let o = Observed::last_known(&list_item(), &status);
+        let o = <ApiKey as ManagedKind>::observe_known(&list_item(), &status);
         assert_eq!(o.permission_ids, Some(vec![1, 2]));
         assert!(
             plan(&desired(), Some((FOUND, &o)))
@@ -487,7 +481,7 @@ mod tests {
             id: Some(4),
             ..status
         };
-        let o = Observed::last_known(&list_item(), &other);
+        let o = <ApiKey as ManagedKind>::observe_known(&list_item(), &other);
         assert_eq!((o.permission_ids, o.allowed_ips), (None, None));
     }
 

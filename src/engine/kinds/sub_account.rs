@@ -71,19 +71,6 @@ impl From<&SubAccountDetail> for Observed {
     }
 }
 
-impl Observed {
-    /// The list item `i` with `ipPoolId` as `status` last recorded it (from a detail read or
-    /// an update's answer) when `status` describes this same sub account (`status.id == i.id`);
-    /// otherwise `ip_pool_id` is unknown (`None`) and not compared.
-    pub fn last_known(i: &SubAccountListItem, status: &SubAccountStatus) -> Self {
-        let mut o = Observed::from(i);
-        if status.id == Some(i.id) {
-            o.ip_pool_id = status.ip_pool_id;
-        }
-        o
-    }
-}
-
 /// The calls of a sub account.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Call {
@@ -300,8 +287,15 @@ impl ManagedKind for SubAccount {
         status.id == Some(item.id) && status.ip_pool_id.is_some()
     }
 
-    fn observe_known(item: &SubAccountListItem, status: &SubAccountStatus) -> Observed {
-        Observed::last_known(item, status)
+    /// The list item `i` with `ipPoolId` as `status` last recorded it (from a detail read or
+    /// an update's answer) when `status` describes this same sub account (`status.id == i.id`);
+    /// otherwise `ip_pool_id` is unknown (`None`) and not compared.
+    fn observe_known(i: &SubAccountListItem, status: &SubAccountStatus) -> Observed {
+        let mut o = Observed::from(i);
+        if status.id == Some(i.id) {
+            o.ip_pool_id = status.ip_pool_id;
+        }
+        o
     }
 
     fn summary(_d: &Desired, status: &SubAccountStatus) -> Summary {

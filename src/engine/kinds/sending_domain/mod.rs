@@ -257,19 +257,29 @@ impl ManagedKind for SendingDomain {
         d.sub_account_id = Some(id);
     }
 
-    /// A detail replaces the records and flags; the verify-txt pacing and the SPF suggestion
-    /// are kept until the domain is verified.
+    /// A detail replaces the records and flags (never showing the DKIM private key); the
+    /// verify-txt pacing and the SPF suggestion are kept until the domain is verified.
     fn project(
         old: &SendingDomainStatus,
         seen: Seen<'_, SendingDomainListItem, SendingDomainDetail>,
     ) -> SendingDomainStatus {
         let mut status = match seen {
             Seen::Detail(d) => SendingDomainStatus {
+                status: d.status.clone(),
+                types: d.types.clone(),
+                verified: d.is_verified(),
+                dns_records: records::dns_records(d),
+                dkim_selector: Some(d.dkim_selector.clone()),
+                dkim_public_key: Some(d.dkim_public_key.clone()),
+                tracking_domain: (!d.tracking_domain_name.is_empty())
+                    .then(|| d.tracking_domain_name.clone()),
+                // Kept as they were (the projection of the item may have cleared them).
                 verify_attempts: old.verify_attempts,
                 last_verify_time: old.last_verify_time.clone(),
                 spf_suggestion: old.spf_suggestion.clone(),
-                ..status_from_detail(d)
+                ..Self::project(old, Seen::Item(&SendingDomainListItem::from(d)))
             },
+            // The fields a list item lacks are kept.
             Seen::Item(i) => SendingDomainStatus {
                 id: Some(i.id),
                 assignment: Some(i.assignment.clone()),
@@ -282,8 +292,6 @@ impl ManagedKind for SendingDomain {
             status.last_verify_time = None;
             status.spf_suggestion = None;
         }
-        status.conditions = old.conditions.clone();
-        status.observed_generation = old.observed_generation;
         status
     }
 
@@ -362,25 +370,6 @@ fn immutable_differences(d: &Desired, observed: &Observed) -> Vec<String> {
         );
     }
     notes
-}
-
-/// Status fields mirrored from the detail (never the DKIM private key).
-fn status_from_detail(d: &SendingDomainDetail) -> SendingDomainStatus {
-    let records = records::dns_records(d);
-    SendingDomainStatus {
-        id: Some(d.id),
-        status: d.status.clone(),
-        types: d.types.clone(),
-        assignment: Some(d.assignment.clone()),
-        sub_account_id: Some(d.sub_account_id),
-        verified: d.is_verified(),
-        dns_records: records,
-        dkim_selector: Some(d.dkim_selector.clone()),
-        dkim_public_key: Some(d.dkim_public_key.clone()),
-        tracking_domain: (!d.tracking_domain_name.is_empty())
-            .then(|| d.tracking_domain_name.clone()),
-        ..Default::default()
-    }
 }
 
 #[cfg(test)]
