@@ -99,7 +99,8 @@ pub struct Context {
 
 impl Context {
     /// A context for `kube`, with `api` (the operator's flags) as the `default` account while
-    /// no ClusterAccount `default` exists.
+    /// no ClusterAccount `default` exists; the key of Secret value digests and pending-create
+    /// markers is derived from `api`'s key.
     pub fn new(
         kube: kube::Client,
         api: crate::api::Client,

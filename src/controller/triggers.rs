@@ -143,8 +143,8 @@ mod tests {
     }
 
     /// A managed Secret's deletion, or a value other than the operator wrote, starts its
-    /// owner's reconcile (so that it is written again at once): the reason this router exists,
-    /// as kube-runtime's shared streams deliver no deletion. The operator's own write does not.
+    /// owner's reconcile (so that it is written again at once), which kube-runtime's shared
+    /// streams would not do (they deliver no deletion). The operator's own write does not.
     #[test]
     fn a_deleted_or_altered_secret_triggers_its_owner() {
         let digest = super::super::secrets::ValueDigest::new(b"k");

@@ -229,10 +229,10 @@ impl ManagedKind for ApiKey {
                 let id = target("PUT /api-key/{id}", id)?;
                 client.update_api_key(id, req).await.map(Some)
             }
-            Call::Delete => (client
-                .delete_api_key(target("DELETE /api-key/{id}", id)?)
-                .await)
-                .map(|_| None),
+            Call::Delete => {
+                let id = target("DELETE /api-key/{id}", id)?;
+                client.delete_api_key(id).await.map(|_| None)
+            }
         }
     }
 
@@ -446,7 +446,7 @@ mod tests {
     /// A spec change is planned against the permissions and allowed IPs status last recorded
     /// for the same key: a changed permission set is one PUT without reading the detail first.
     #[test]
-    fn last_known_detail_fields_come_from_status_of_the_same_key() {
+    fn known_detail_fields_come_from_status_of_the_same_key() {
         let status = ApiKeyStatus {
             id: Some(3),
             permissions: vec![

@@ -209,22 +209,25 @@ impl ManagedKind for SendingDomain {
         call: &Call,
         id: Option<i64>,
     ) -> Result<Option<SendingDomainDetail>, ApiError> {
-        let id = match call {
-            Call::Create(req) => return client.create_sending_domain(req).await.map(Some),
-            _ => target("PUT /domain/sending/{id}", id)?,
-        };
         match call {
-            Call::Create(_) => unreachable!("answered above"),
-            Call::Share => client.share_sending_domain(id).await.map(Some),
+            Call::Create(req) => client.create_sending_domain(req).await.map(Some),
+            Call::Share => {
+                let id = target("PUT /domain/sending/{id}/share", id)?;
+                client.share_sending_domain(id).await.map(Some)
+            }
             Call::VerifyTxt => {
                 // The answer lists every domain checked; ours is read from it, else afresh.
+                let id = target("PUT /domain/sending/{id}/verify-txt", id)?;
                 let checked = client.verify_txt(id).await?;
                 match checked.into_iter().find(|c| c.id == id) {
                     Some(detail) => Ok(Some(detail)),
                     None => client.get_sending_domain(id).await.map(Some),
                 }
             }
-            Call::Delete => client.delete_sending_domain(id).await.map(|_| None),
+            Call::Delete => {
+                let id = target("DELETE /domain/sending/{id}", id)?;
+                client.delete_sending_domain(id).await.map(|_| None)
+            }
         }
     }
 
