@@ -89,8 +89,25 @@ fn main() -> ExitCode {
     code
 }
 
+/// The parsed command line; on a usage error, exits after printing it: with code 2 (clap's),
+/// or 1 under `plan --detailed-exitcode`, where 2 means "changes pending" (Terraform's
+/// convention: every error exits 1).
+fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|e| {
+        let args: Vec<_> = std::env::args_os().collect();
+        let detailed = ["plan", "--detailed-exitcode"]
+            .iter()
+            .all(|a| args.iter().any(|given| given == a));
+        if e.use_stderr() && detailed {
+            let _ = e.print();
+            std::process::exit(1);
+        }
+        e.exit()
+    })
+}
+
 async fn cli_main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let filter =
         tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| "warn".into());
     let builder = tracing_subscriber::fmt()

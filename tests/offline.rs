@@ -206,8 +206,24 @@ async fn ambiguous_natural_key_writes_nothing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("2 API keys match"), "{stderr}");
     assert!(
-        stderr.contains("Nothing was applied: fix the errors above first."),
+        stderr.contains("Nothing was applied: fix the errors in the plan first."),
         "{stderr}"
+    );
+    // Under -o json the plan with its errors is the JSON document on standard output.
+    let path = examples().join("apikey-ci.yaml");
+    let out = run_binary(
+        &["apply", "-o", "json", "-f", path.to_str().unwrap()],
+        Some(&sim),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(doc["summary"]["error"], 1, "{doc}");
+    assert!(
+        doc["resources"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("2 API keys match")
     );
     assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
@@ -310,6 +326,24 @@ async fn simulate_flag_and_missing_key() {
         "a missing setting is a usage error"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("MAILTARGET_API_KEY"));
+    // So is an unusable one: a key with a control character (never printed).
+    let examples_dir = single_account_examples();
+    let path = examples_dir.path().to_str().unwrap();
+    let loopback = "http://127.0.0.1:9";
+    let args = [
+        "plan",
+        "-f",
+        path,
+        "--api-key",
+        "secret\nvalue",
+        "--api-url",
+        loopback,
+    ];
+    let out = run_binary(&args, None).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("invalid client configuration"), "{shown}");
+    assert!(!shown.contains("secret"), "{shown}");
 }
 
 const HEADER_KEY: &str = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: k\n";
@@ -347,6 +381,7 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: other\nspec:\n  name: k\n  secretName: s2\n"), "spec.name", "also claimed by ApiKey \"k\""),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\n{HEADER_KEY}spec:\n  secretName: s\n"), "metadata.name", "also defined at"),
         ("kind: [unclosed\n".into(), "", "not valid YAML"),
+        (format!("{HEADER_KEY}spec:\n  secretName: a\nspec:\n  secretName: b\n"), "", "duplicate entry with key \"spec\""),
         (format!("{HEADER_CLUSTER_ACCOUNT}  namespaceSelector: {{matchExpressions: [{{key: team, operator: Near, values: [a]}}]}}\n"), "spec.namespaceSelector.matchExpressions[0].operator", "\"Near\""),
         (format!("{HEADER_CLUSTER_ACCOUNT}  adoptionNamespaceSelector: {{matchExpressions: [{{key: team, operator: In}}]}}\n"), "spec.adoptionNamespaceSelector.matchExpressions[0].values", "In"),
     ];
@@ -425,6 +460,17 @@ async fn apply_honours_observe_only_and_paused() {
         sim.request_log()
     );
     assert!(sim.snapshot().sending_domains.is_empty());
+
+    // An existing object is observed, not adopted: the plan says "matched".
+    let request = mailtarget_operator::api::CreateSendingDomain {
+        domain: "observed.example.com".into(),
+        ..Default::default()
+    };
+    client(&sim).create_sending_domain(&request).await.unwrap();
+    let out = run_manifest("plan", dir.path(), "domains.yaml", text, &sim).await;
+    let shown = output_text(&out);
+    assert!(shown.contains("observe (id 1, matched by name)"), "{shown}");
+    assert!(!shown.contains("adopted"), "{shown}");
 }
 
 /// Two resources claiming one API object (by external id written two ways, by name in
@@ -490,6 +536,12 @@ async fn two_claims_on_one_object_write_nothing() {
             shown.contains("claimed by"),
             "{what}: names the other claimant: {shown}"
         );
+        if *code == 1 {
+            assert!(
+                shown.contains("2 with errors."),
+                "{what}: both claimants counted as errors: {shown}"
+            );
+        }
         let writes: Vec<_> = sim
             .request_log()
             .into_iter()
@@ -718,17 +770,94 @@ async fn stdin_and_exit_codes() {
     )
     .await;
     assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    // So does a usage error, which clap alone answers with 2.
+    let args = ["plan", "-f", "-", "--detailed-exitcode", "--outptu", "json"];
+    let out = run_binary_with_stdin(&args, &sim, &text).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("--outptu"),
+        "the usage error is shown: {shown}"
+    );
+    let out = run_binary_with_stdin(&["plan", "-f", "-", "--outptu"], &sim, &text).await;
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    // No document at all is a wrong path, not a success (kubectl: "no objects passed").
+    let out = run_binary_with_stdin(&["plan", "-f", "-"], &sim, "# nothing\n").await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("no manifest documents found"), "{shown}");
+    // A file named twice (itself, and inside its directory) is read once: no duplicate.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("domains.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let (file, dir) = (file.to_str().unwrap(), dir.path().to_str().unwrap());
+    let out = run_binary(&["plan", "-f", file, "-f", file, "-f", dir], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+}
+
+/// A reference to a SubAccount of another namespace is planned as a cluster would decide it with
+/// the SubAccount's `spec.allowedNamespaces`: refused when unset (nothing planned, exit 1), clean
+/// when it selects the namespace by its `kubernetes.io/metadata.name` label, and with a note when
+/// it selects by labels the CLI cannot know.
+#[tokio::test]
+async fn references_across_namespaces_follow_allowed_namespaces() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = |allowed: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: sa\n  namespace: platform\nspec:\n{allowed}---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: tenant-key\n  namespace: team-z\nspec:\n  secretName: s\n  subAccountRef:\n    name: sa\n    namespace: platform\n"
+        )
+    };
+    let note = "only if the labels of namespace \"team-z\" match";
+    let out = run_manifest(
+        "apply",
+        dir.path(),
+        "unset.yaml",
+        &manifests("  name: sa\n"),
+        &sim,
+    )
+    .await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("ReferenceNotAllowed"), "{shown}");
+    assert!(shown.contains("Nothing was applied"), "{shown}");
+    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+
+    let by_name = "  allowedNamespaces: {matchLabels: {kubernetes.io/metadata.name: team-z}}\n";
+    let out = run_manifest("plan", dir.path(), "name.yaml", &manifests(by_name), &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(!shown.contains(note), "{shown}");
+
+    let by_label = "  allowedNamespaces: {matchLabels: {tenant: \"yes\"}}\n";
+    let out = run_manifest("plan", dir.path(), "label.yaml", &manifests(by_label), &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains(note), "{shown}");
 }
 
 /// `destroy` carries out each resource's deletion policy: `Delete` deletes the key or domain,
 /// `Deactivate` deactivates the sub account, `Orphan` keeps the object; a second run finds the
-/// deleted objects absent and deletes nothing more.
+/// deleted objects absent and the sub account already deactivated, writes nothing and asks
+/// nothing. Before anything exists, objects inside a sub account that does not exist are absent.
 #[tokio::test]
 async fn destroy_carries_out_each_deletion_policy() {
     let sim = simulator().await;
     let examples_dir = single_account_examples();
     let path = examples_dir.path().to_path_buf();
     let path = path.to_str().unwrap();
+    let out = run_binary(&["destroy", "-f", path], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "nothing to destroy: {shown}");
+    assert!(
+        shown.contains("matches no sub account: nothing is inside it"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Destroy: 0 deleted or deactivated, 5 kept or absent."),
+        "{shown}"
+    );
+    assert!(sim.request_log().iter().all(|r| !r.is_write()));
     assert_eq!(
         run_binary(&["apply", "-f", path], Some(&sim))
             .await
@@ -741,6 +870,10 @@ async fn destroy_carries_out_each_deletion_policy() {
     assert_eq!(out.status.code(), Some(1), "no terminal, no --auto-approve");
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("Nothing was destroyed."), "{said}");
+    assert!(
+        said.contains("Destroy plan: 3 to delete or deactivate, 2 to keep or absent."),
+        "{said}"
+    );
     assert!(
         sim.request_log().iter().all(|r| !r.is_write()),
         "nothing destroyed"
@@ -780,10 +913,29 @@ async fn destroy_carries_out_each_deletion_policy() {
     assert_eq!(deletes, 2);
 
     sim.clear_request_log();
-    let out = run_binary(&["destroy", "-f", path, "--auto-approve"], Some(&sim)).await;
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    assert!(output_text(&out).contains("ApiKey default/ci-sender: absent"));
-    assert!(sim.request_log().iter().all(|r| r.method != "DELETE"));
+    let out = run_binary(&["destroy", "-f", path], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "nothing left to confirm: {shown}"
+    );
+    assert!(
+        shown.contains("ApiKey default/ci-sender: absent"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("SubAccount default/team-a: unchanged"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("already deactivated (status \"inactive\")"),
+        "{shown}"
+    );
+    let writes: Vec<_> = (sim.request_log().into_iter())
+        .filter(|r| r.is_write())
+        .collect();
+    assert!(writes.is_empty(), "wrote {writes:?}");
 }
 
 /// The plan hides nothing: a removed value shows as removed with its consequence, and the

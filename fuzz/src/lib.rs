@@ -36,7 +36,7 @@ pub fn manifest(data: &[u8]) {
     match mailtarget_operator::manifest::load_str("fuzz.yaml", text) {
         Ok(set) => {
             for loaded in &set.resources {
-                let _ = mailtarget_operator::reconcile::validate::problems(&loaded.resource);
+                let _ = mailtarget_operator::engine::validate::problems(&loaded.resource);
             }
         }
         Err(errors) => {

@@ -48,6 +48,8 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Manifests(_) | CliError::Config(_) => 2,
+            // An unusable setting (a key with control characters, say) is invalid input.
+            CliError::Api(ApiError::Config { .. }) => 2,
             CliError::Api(_) | CliError::Io(_) | CliError::File(_) => 1,
         }
     }
@@ -57,8 +59,8 @@ impl CliError {
 /// key.
 #[derive(clap::Args, Clone)]
 pub struct ApiArgs {
-    /// Company API key, sent as `Authorization: Bearer <key>`. Required unless
-    /// --api-key-file or --simulate.
+    /// Company API key, sent as `Authorization: Bearer <key>`. Required unless --api-key-file
+    /// is given (or, for plan, apply and destroy, --simulate).
     #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// File holding the company API key (surrounding whitespace ignored), read again whenever

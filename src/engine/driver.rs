@@ -210,7 +210,8 @@ pub async fn find_created<K: ManagedKind>(
 }
 
 /// Plans the deletion of `r`'s object per its deletion policy: one step, or none when the
-/// policy keeps the object or no object matches.
+/// policy keeps the object, no object matches, or the object already is what the step would
+/// make it ([`ManagedKind::already_deleted`], then said in a note).
 ///
 /// Errors: see [`PlanError`].
 pub fn plan_deletion<K: ManagedKind>(
@@ -233,19 +234,21 @@ pub fn plan_deletion_of<K: ManagedKind>(
     if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
         return Err(PlanError::Blocked(message));
     }
-    let found = match lookup {
-        Lookup::Found(_, how) => Some(how),
-        _ => None,
+    let (found, done) = match lookup {
+        Lookup::Found(item, how) => (Some(how), K::already_deleted(r, item)),
+        _ => (None, None),
     };
-    let steps = found.and_then(|_| K::deletion(r)).into_iter().collect();
+    let steps = (found.is_some() && done.is_none())
+        .then(|| K::deletion(r))
+        .flatten();
     Ok(ResourcePlan {
         desired,
         external_id: r.external_id(),
         planned: Planned {
             found,
-            steps,
+            steps: steps.into_iter().collect(),
             changes: Vec::new(),
-            notes: Vec::new(),
+            notes: done.into_iter().collect(),
         },
     })
 }

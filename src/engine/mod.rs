@@ -223,6 +223,11 @@ pub trait ManagedKind: 'static {
     /// The step that carries out the resource's deletion policy on its object (`DELETE`, or a
     /// sub account's deactivation); `None` when the policy keeps the object.
     fn deletion(r: &Self::Resource) -> Option<PlannedStep<Self::Request>>;
+    /// Why the deletion step of `r` is not needed for `item`, which already is what the step
+    /// would make it (a sub account already deactivated); `None` (the default): it is needed.
+    fn already_deleted(_r: &Self::Resource, _item: &Self::Item) -> Option<String> {
+        None
+    }
     /// The Secret keys the spec asks to fill.
     fn secret_refs(d: &Self::Desired) -> Vec<SecretRef>;
     /// The secret values of `detail` that the spec asks to store.

@@ -205,7 +205,11 @@ pub struct ManifestErrors(pub Vec<ManifestError>);
 impl fmt::Display for ManifestErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0.len();
-        writeln!(f, "{n} invalid manifest{}:", if n == 1 { "" } else { "s" })?;
+        writeln!(
+            f,
+            "{n} problem{} in the manifests:",
+            if n == 1 { "" } else { "s" }
+        )?;
         for e in &self.0 {
             writeln!(f, "  - {e}")?;
         }

@@ -53,11 +53,13 @@ pub fn load_with(paths: &[PathBuf], accounts: &[String]) -> Result<ManifestSet, 
     let mut files = Vec::new();
     let mut errors = Vec::new();
     let mut set = ManifestSet::default();
+    // Each directory and each file is read once, however many paths lead to it.
+    let mut seen = std::collections::HashSet::new();
     for path in paths {
         if path.as_os_str() == STDIN {
             read_stdin(&mut set, &mut errors);
         } else {
-            collect_files(path, &mut files, &mut errors);
+            walk(path, true, &mut seen, &mut files, &mut errors);
         }
     }
     for file in files {
@@ -65,6 +67,15 @@ pub fn load_with(paths: &[PathBuf], accounts: &[String]) -> Result<ManifestSet, 
             Ok(text) => read_stream(&file, &text, &mut set, &mut errors),
             Err(message) => errors.push(ManifestError::at_path(&file, message)),
         }
+    }
+    if errors.is_empty() && set.resources.is_empty() && set.skipped.is_empty() {
+        // As kubectl's "no objects passed to apply": an empty run is a wrong path, not a success.
+        errors.push(ManifestError {
+            source: None,
+            object: None,
+            field: None,
+            message: "no manifest documents found (a directory is read for *.yaml, *.yml and *.json files)".into(),
+        });
     }
     check_cross_document(&set.resources, &mut errors);
     check_accounts(&set.resources, accounts, &mut errors);
@@ -139,14 +150,10 @@ const FILE_LIMIT: u64 = 16 << 20;
 /// documents are refused by a scan made before parsing.
 const MAX_FLOW_DEPTH: usize = 64;
 
-/// Collects the manifest files under `path`: regular files only (a FIFO, socket or device named
-/// `*.yaml` is reported, never opened), each directory once (by device and inode, so a symbolic
-/// link loop ends), in name order.
-fn collect_files(path: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<ManifestError>) {
-    let mut seen = std::collections::HashSet::new();
-    walk(path, true, &mut seen, files, errors);
-}
-
+/// Collects the manifest files under `path` (read whatever its name when `named`, by extension
+/// below a directory): regular files only (a FIFO, socket or device named `*.yaml` is reported,
+/// never opened), each file and directory once (by device and inode in `seen`, so a symbolic
+/// link loop ends and a file named twice is read once), in name order.
 fn walk(
     path: &Path,
     named: bool,
@@ -168,7 +175,7 @@ fn walk(
             .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
     };
     if meta.is_file() {
-        if named || is_manifest(path) {
+        if (named || is_manifest(path)) && seen.insert((meta.dev(), meta.ino())) {
             files.push(path.to_path_buf());
         }
         return;
@@ -275,16 +282,23 @@ fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<
             file: file.to_path_buf(),
             document: index + 1,
         };
-        let value = match Value::deserialize(document) {
-            Ok(Value::Null) => continue,
-            Ok(v) => v,
+        // Read as serde_yaml's own value first: it refuses a mapping that gives a key twice, as
+        // kubectl does ("mapping key already defined"), where serde_json's keeps the last one.
+        let problem = |message: String| ManifestError {
+            source: Some(source.clone()),
+            object: None,
+            field: None,
+            message,
+        };
+        let value = match serde_yaml::Value::deserialize(document).map(serde_json::to_value) {
+            Ok(Ok(Value::Null)) => continue,
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                errors.push(problem(format!("not representable as JSON: {e}")));
+                continue;
+            }
             Err(e) => {
-                errors.push(ManifestError {
-                    source: Some(source),
-                    object: None,
-                    field: None,
-                    message: format!("not valid YAML: {e}"),
-                });
+                errors.push(problem(format!("not valid YAML: {e}")));
                 // A syntax error ends the stream: later documents cannot be located reliably.
                 break;
             }

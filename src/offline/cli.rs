@@ -180,9 +180,20 @@ enum Carry<'a> {
     Destroy,
 }
 
+impl Carry<'_> {
+    /// The plan as text, as `apply` or `destroy` shows it.
+    fn plan_text(&self, plan: &plan::OfflinePlan) -> String {
+        match self {
+            Carry::Apply(_) => render::plan_text(plan),
+            Carry::Destroy => render::deletion_plan_text(plan),
+        }
+    }
+}
+
 /// Carries out `planned` (each account's plan, with its client): when a plan has errors or
-/// `approve` refuses, prints why, writes nothing and answers exit code 1; else runs each plan,
-/// prints the report and answers 0, or 1 when a resource failed.
+/// `approve` refuses, prints why, writes nothing and answers exit code 1 (a plan with errors is
+/// printed, on standard output as JSON under `-o json`); else runs each plan, prints the report
+/// and answers 0, or 1 when a resource failed.
 async fn carry_out(
     planned: Vec<(Target, plan::OfflinePlan)>,
     carry: Carry<'_>,
@@ -195,8 +206,11 @@ async fn carry_out(
         Carry::Destroy => "destroyed",
     };
     let why = if plan.has_errors() {
-        eprint!("{}", render::plan_text(&plan));
-        Some(": fix the errors above first")
+        match output {
+            OutputFormat::Json => print!("{}", render::plan_json(&plan)),
+            OutputFormat::Text => eprint!("{}", carry.plan_text(&plan)),
+        }
+        Some(": fix the errors in the plan first")
     } else {
         (!approve(&plan)).then_some("")
     };
@@ -238,14 +252,18 @@ pub struct DestroyArgs {
 }
 
 /// Runs `destroy`: plans the deletion policy of every resource, prints the plan and stops when
-/// it has errors (exit 1, nothing written), else carries it out and prints the outcome (exit 0,
-/// or 1 when a resource failed).
+/// it has errors (exit 1, nothing written), else carries it out (after the user's `yes` unless
+/// `--auto-approve` or nothing is to be deleted) and prints the outcome (exit 0, or 1 when a
+/// resource failed).
 ///
 /// Errors: invalid manifests, unreachable or failing service while planning.
 pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
     let set = args.plan.load()?;
     let planned = args.plan.plan_accounts(&set, true).await?;
-    let approve = |plan: &plan::OfflinePlan| args.auto_approve || approved(plan);
+    // Nothing to delete or deactivate: nothing to confirm.
+    let approve = |plan: &plan::OfflinePlan| {
+        args.auto_approve || plan.summary().delete == 0 || approved(plan)
+    };
     Ok(carry_out(planned, Carry::Destroy, args.plan.output, approve).await)
 }
 
@@ -253,7 +271,7 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
 /// caller must pass `--auto-approve`) or without `yes`.
 fn approved(plan: &plan::OfflinePlan) -> bool {
     use std::io::{BufRead, IsTerminal, Write};
-    eprint!("{}", render::plan_text(plan));
+    eprint!("{}", render::deletion_plan_text(plan));
     if !std::io::stdin().is_terminal() {
         eprintln!(
             "destroy deletes or deactivates the objects above, matched by external-id or by name: run it on a terminal to confirm, or pass --auto-approve"

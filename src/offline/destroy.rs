@@ -12,7 +12,7 @@ use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::{ManagedKind, ManagedResource, StepAction};
+use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction};
 use crate::manifest::{Loaded, Resource};
 
 /// Plans the deletion of every resource of `resources` against the account (the three lists,
@@ -32,12 +32,16 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
             _ => None,
         })
         .collect();
-    let sub_ids: Vec<(&str, &str, i64)> = resources
+    let sub_ids: Vec<(&str, &str, Option<i64>)> = resources
         .iter()
         .zip(&sub_plans)
         .filter_map(|(l, p)| {
-            let found = p.as_ref()?.as_ref().ok()?.planned.found?;
-            Some((l.resource.namespace(), l.resource.name(), found.id))
+            let found = p.as_ref()?.as_ref().ok()?.planned.found;
+            Some((
+                l.resource.namespace(),
+                l.resource.name(),
+                found.map(|f| f.id),
+            ))
         })
         .collect();
     for (loaded, sub_plan) in resources.iter().zip(sub_plans) {
@@ -70,33 +74,51 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
 
 /// The deletion plan of an ApiKey or SendingDomain, looked up inside the sub account its
 /// `spec.subAccountRef` names (found through the SubAccounts of `sub_ids`: namespace, name and
-/// matched id). The company key deletes it: it reaches every sub account.
+/// matched id, `None` when none matched: nothing is inside a sub account that does not exist).
+/// The company key deletes it: it reaches every sub account.
+///
+/// Errors: the SubAccount is not among the manifests, or its own plan failed; see
+/// [`PlanError`].
 fn deletion_inside<K: ManagedKind>(
     r: &K::Resource,
     loaded: &Loaded,
-    sub_ids: &[(&str, &str, i64)],
+    sub_ids: &[(&str, &str, Option<i64>)],
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
     let mut d = driver::desired::<K>(r)?;
     if let Some(reference) = r.sub_account_ref() {
         let namespace = reference.namespace_or(loaded.resource.namespace());
+        let shown = format!("SubAccount \"{namespace}/{}\"", reference.name);
         let Some((_, _, id)) = sub_ids
             .iter()
             .find(|(n, m, _)| *n == namespace && *m == reference.name)
         else {
             return Err(PlanError::Blocked(format!(
-                "SubAccount \"{namespace}/{}\" matches no sub account, so the {} inside it cannot be found",
-                reference.name,
+                "{shown} is not among the manifests or cannot be planned, so the {} inside it cannot be found",
                 K::NOUN
             )));
+        };
+        let Some(id) = id else {
+            let note = format!("{shown} matches no sub account: nothing is inside it");
+            let planned = Planned {
+                notes: vec![note],
+                ..Planned::creating(Vec::new())
+            };
+            let external_id = r.external_id();
+            return Ok(ResourcePlan {
+                desired: d,
+                external_id,
+                planned,
+            });
         };
         K::in_sub_account(&mut d, *id);
     }
     driver::plan_deletion_of::<K>(r, d, inventory)
 }
 
-/// Fills `e` from a deletion plan: `delete`, `deactivate`, `keep` (the policy keeps the object)
-/// or `absent` (no object matches).
+/// Fills `e` from a deletion plan: `delete`, `deactivate`, `keep` (the policy keeps the object),
+/// `unchanged` (the object already is what the deletion would make it: the plan's one note
+/// says so) or `absent` (no object matches, or none can exist: a note may say why).
 fn planned<K: ManagedKind>(
     e: &mut Entry,
     result: Result<ResourcePlan<K>, PlanError>,
@@ -107,11 +129,13 @@ fn planned<K: ManagedKind>(
             let p = &plan.planned;
             e.action = match (p.found, p.steps.first().map(|s| s.step.action)) {
                 (None, _) => "absent",
+                (Some(_), None) if !p.notes.is_empty() => "unchanged",
                 (Some(_), None) => "keep",
                 (Some(_), Some(StepAction::Delete)) => "delete",
                 (Some(_), Some(_)) => "deactivate",
             };
             e.id = p.found.map(|f| f.id);
+            e.notes = p.notes.clone();
             e.steps = p.shown_steps();
             step(plan)
         }

@@ -21,7 +21,8 @@ pub const OBSERVE: &str = "observe";
 
 /// Turns the plans of paused and `ObserveOnly` resources into reports that write nothing, then
 /// fails every resource whose matched API object another writing resource of the same kind also
-/// matched. `entries`, `steps` and `resources` are parallel (one slot per resource).
+/// matched; every entry with an error ends with action `error` (counted as one). `entries`,
+/// `steps` and `resources` are parallel (one slot per resource).
 /// `inside` says which resources are placed inside a sub account (empty: none).
 pub(crate) fn apply(
     entries: &mut [Entry],
@@ -54,6 +55,9 @@ pub(crate) fn apply(
     }
     nothing_inside_skipped_sub_accounts(entries, steps, resources, inside);
     conflicts(entries, resources);
+    for e in entries.iter_mut().filter(|e| e.error.is_some()) {
+        e.action = "error";
+    }
 }
 
 fn adoption_policy(r: &Resource) -> Option<AdoptionPolicy> {

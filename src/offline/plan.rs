@@ -1,6 +1,8 @@
 //! Building the plan: one [`Entry`] per resource, from the manifests and the account.
 
 use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
 use serde::Serialize;
 
 use crate::api::{ApiError, Client};
@@ -315,6 +317,39 @@ struct PlannedSubAccount {
     inside: Inside,
     /// Why its credential cannot be had (an existing sub account without a usable key).
     credential_problem: Option<String>,
+    /// Its `spec.allowedNamespaces`: the other namespaces whose resources may be placed inside.
+    allowed_namespaces: Option<LabelSelector>,
+}
+
+/// The label every Namespace carries, holding its name (Kubernetes sets it): all the CLI knows
+/// of a namespace's labels.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+impl PlannedSubAccount {
+    /// Whether a resource of namespace `own` may be placed inside, as a cluster decides with
+    /// the SubAccount's `spec.allowedNamespaces` (product design, "Accounts and tenancy").
+    /// `Ok(None)`: allowed (its own namespace, or selected by name); `Ok(Some(note))`: allowed
+    /// in a cluster only if the namespace's labels, which the CLI does not know, match.
+    ///
+    /// Errors: for people, refused in a cluster whatever the labels (`allowedNamespaces` unset).
+    fn allows(&self, own: &str) -> Result<Option<String>, String> {
+        let shown = format!("SubAccount \"{}/{}\"", self.namespace, self.name);
+        if own == self.namespace {
+            return Ok(None);
+        }
+        let Some(selector) = &self.allowed_namespaces else {
+            return Err(format!(
+                "ReferenceNotAllowed: it does not allow objects of namespace \"{own}\" in its sub account (its spec.allowedNamespaces is unset): in a cluster nothing would be called. Allow the namespace there, or reference a SubAccount of namespace \"{own}\""
+            ));
+        };
+        let labels = [(NAMESPACE_NAME_LABEL.to_string(), own.to_string())].into();
+        let by_name = Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(&labels));
+        Ok((!by_name).then(|| {
+            format!(
+                "in a cluster, placed inside {shown} only if the labels of namespace \"{own}\" match its spec.allowedNamespaces (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+            )
+        }))
+    }
 }
 
 pub(crate) async fn build_with(
@@ -409,6 +444,7 @@ async fn plan_sub_account(
     let sub = PlannedSubAccount {
         namespace: loaded.resource.namespace().to_string(),
         name: loaded.resource.name().to_string(),
+        allowed_namespaces: r.spec.allowed_namespaces.clone(),
         credential_problem: credential.as_ref().and_then(|c| c.as_ref().err().cloned()),
         inside: Inside {
             sub: index,
@@ -461,23 +497,30 @@ where
         ));
         return Ok((Step::Invalid, None));
     };
-    if let Some(problem) = &sub.credential_problem {
+    let allowed = sub.allows(own);
+    if let Some(problem) = (allowed.as_ref().err()).or(sub.credential_problem.as_ref()) {
         e.error = Some(format!("SubAccount \"{}\": {problem}", sub.name));
         return Ok((Step::Invalid, None));
     }
     let inside = Some(sub.inside.clone());
-    match sub.inside.id {
-        Some(id) => K::in_sub_account(&mut d, id),
+    let result = match sub.inside.id {
+        Some(id) => {
+            K::in_sub_account(&mut d, id);
+            driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await
+        }
         None if K::API_KEY
             && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key) =>
         {
-            let plan = Ok(new_sub_account_key::<K>(d, external_id, &sub.name));
-            return Ok((planned(e, plan, Step::from)?, inside));
+            Ok(new_sub_account_key::<K>(d, external_id, &sub.name))
         }
-        None => K::in_sub_account(&mut d, placement::NOT_CREATED_YET),
-    }
-    let result = driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await;
-    Ok((planned(e, result, Step::from)?, inside))
+        None => {
+            K::in_sub_account(&mut d, placement::NOT_CREATED_YET);
+            driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await
+        }
+    };
+    let step = planned(e, result, Step::from)?;
+    e.notes.extend(allowed.ok().flatten());
+    Ok((step, inside))
 }
 
 /// The plan of the key a new sub account is created with (its credential key, which the API

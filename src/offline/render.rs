@@ -38,14 +38,18 @@ fn head(e: &Entry) -> String {
     format!("{} {}/{}{account}", e.kind, e.namespace, e.name)
 }
 
+/// How the object was found: `adopted by ...`, or `matched by ...` for an `ObserveOnly`
+/// resource (observing is not owning).
 fn matched(e: &Entry) -> String {
+    use crate::engine::MatchedBy;
+    let how = if e.action == super::guards::OBSERVE {
+        "matched"
+    } else {
+        "adopted"
+    };
     match (e.id, e.matched_by) {
-        (Some(id), Some(crate::engine::MatchedBy::NaturalKey)) => {
-            format!(" (id {id}, adopted by name)")
-        }
-        (Some(id), Some(crate::engine::MatchedBy::ExternalId)) => {
-            format!(" (id {id}, adopted by external-id)")
-        }
+        (Some(id), Some(MatchedBy::NaturalKey)) => format!(" (id {id}, {how} by name)"),
+        (Some(id), Some(MatchedBy::ExternalId)) => format!(" (id {id}, {how} by external-id)"),
         (Some(id), _) => format!(" (id {id})"),
         _ => String::new(),
     }
@@ -119,19 +123,47 @@ fn shown_value(v: &str) -> &str {
 }
 
 /// The summary line of a plan: `Plan: X to create, Y to update, Z unchanged.`
-pub fn plan_summary_line(s: &Summary) -> String {
-    let mut line = format!(
+fn plan_summary_line(s: &Summary) -> String {
+    let line = format!(
         "Plan: {} to create, {} to update, {} unchanged.",
         s.create, s.update, s.unchanged
     );
-    if s.error > 0 {
-        line.push_str(&format!(" {} with errors.", s.error));
+    line + &with_errors(s.error)
+}
+
+/// The summary line of a deletion plan (`destroy`): `Destroy plan: X to delete or deactivate,
+/// Y to keep or absent.`
+fn deletion_summary_line(s: &Summary) -> String {
+    let line = format!(
+        "Destroy plan: {} to delete or deactivate, {} to keep or absent.",
+        s.delete, s.unchanged
+    );
+    line + &with_errors(s.error)
+}
+
+fn with_errors(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(" {n} with errors."),
     }
-    line
 }
 
 /// A plan as text.
 pub fn plan_text(plan: &OfflinePlan) -> String {
+    let mut out = entries_text(plan);
+    line!(out, "{}", plan_summary_line(&plan.summary()));
+    out
+}
+
+/// A deletion plan (`destroy`) as text.
+pub fn deletion_plan_text(plan: &OfflinePlan) -> String {
+    let mut out = entries_text(plan);
+    line!(out, "{}", deletion_summary_line(&plan.summary()));
+    out
+}
+
+/// The entries of a plan and the objects no manifest names, as text.
+fn entries_text(plan: &OfflinePlan) -> String {
     let mut out = String::new();
     for e in &plan.entries {
         line!(
@@ -145,7 +177,6 @@ pub fn plan_text(plan: &OfflinePlan) -> String {
         details(&mut out, e, None);
     }
     unmanaged(&mut out, &plan.unmanaged);
-    line!(out, "{}", plan_summary_line(&plan.summary()));
     out
 }
 

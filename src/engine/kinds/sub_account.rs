@@ -195,11 +195,7 @@ impl ManagedKind for SubAccount {
 
     /// The interface has no DELETE for sub accounts: `Deactivate` sets the deactivated status.
     fn deletion(r: &SubAccount) -> Option<PlannedStep<Call>> {
-        if r.spec.deletion_policy != SubAccountDeletionPolicy::Deactivate {
-            return None;
-        }
-        let status = (r.spec.deactivated_status.clone())
-            .unwrap_or_else(|| DEFAULT_DEACTIVATED_STATUS.into());
+        let status = deactivated_status(r)?;
         let request = UpdateSubAccount {
             status: Some(status.clone()),
             ..Default::default()
@@ -212,6 +208,11 @@ impl ManagedKind for SubAccount {
             ),
             request: Call::Update(request),
         })
+    }
+
+    fn already_deleted(r: &SubAccount, item: &SubAccountListItem) -> Option<String> {
+        let status = deactivated_status(r).filter(|s| *s == item.status)?;
+        Some(format!("already deactivated (status \"{status}\")"))
     }
 
     fn secret_refs(d: &Desired) -> Vec<SecretRef> {
@@ -305,6 +306,14 @@ impl ManagedKind for SubAccount {
             message: format!("sub account {} is in sync", status.id.unwrap_or_default()),
         }
     }
+}
+
+/// The status `Deactivate` sets (`spec.deactivatedStatus`, else
+/// [`DEFAULT_DEACTIVATED_STATUS`]); `None` when the deletion policy keeps the sub account.
+fn deactivated_status(r: &SubAccount) -> Option<String> {
+    (r.spec.deletion_policy == SubAccountDeletionPolicy::Deactivate).then(|| {
+        (r.spec.deactivated_status.clone()).unwrap_or_else(|| DEFAULT_DEACTIVATED_STATUS.into())
+    })
 }
 
 /// The body of `POST /sub-account` for `d`, including the first key when asked.
