@@ -94,10 +94,19 @@ fn main() -> ExitCode {
 /// convention: every error exits 1).
 fn parse() -> Cli {
     Cli::try_parse().unwrap_or_else(|e| {
-        let args: Vec<_> = std::env::args_os().collect();
-        let detailed = ["plan", "--detailed-exitcode"]
-            .iter()
-            .all(|a| args.iter().any(|given| given == a));
+        // The subcommand is the first argument not an option (nor `--log-level`'s value).
+        let mut args = std::env::args_os().skip(1);
+        let mut after = Vec::new();
+        while let Some(arg) = args.next() {
+            if arg == "--log-level" {
+                args.next();
+            } else if !arg.to_string_lossy().starts_with('-') {
+                after = std::iter::once(arg).chain(args).collect();
+                break;
+            }
+        }
+        let detailed = after.first().is_some_and(|c| c == "plan")
+            && after.iter().any(|a| a == "--detailed-exitcode");
         if e.use_stderr() && detailed {
             let _ = e.print();
             std::process::exit(1);

@@ -381,7 +381,7 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: other\nspec:\n  name: k\n  secretName: s2\n"), "spec.name", "also claimed by ApiKey \"k\""),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\n{HEADER_KEY}spec:\n  secretName: s\n"), "metadata.name", "also defined at"),
         ("kind: [unclosed\n".into(), "", "not valid YAML"),
-        (format!("{HEADER_KEY}spec:\n  secretName: a\nspec:\n  secretName: b\n"), "", "duplicate entry with key \"spec\""),
+        (format!("{HEADER_KEY}spec:\n  secretName: a\nspec:\n  secretName: b\n"), "", "gives key \"spec\" twice"),
         (format!("{HEADER_CLUSTER_ACCOUNT}  namespaceSelector: {{matchExpressions: [{{key: team, operator: Near, values: [a]}}]}}\n"), "spec.namespaceSelector.matchExpressions[0].operator", "\"Near\""),
         (format!("{HEADER_CLUSTER_ACCOUNT}  adoptionNamespaceSelector: {{matchExpressions: [{{key: team, operator: In}}]}}\n"), "spec.adoptionNamespaceSelector.matchExpressions[0].values", "In"),
     ];
@@ -796,9 +796,10 @@ async fn stdin_and_exit_codes() {
 }
 
 /// A reference to a SubAccount of another namespace is planned as a cluster would decide it with
-/// the SubAccount's `spec.allowedNamespaces`: refused when unset (nothing planned, exit 1), clean
-/// when it selects the namespace by its `kubernetes.io/metadata.name` label, and with a note when
-/// it selects by labels the CLI cannot know.
+/// the SubAccount's `spec.allowedNamespaces`: refused when unset or when its requirements on the
+/// `kubernetes.io/metadata.name` label exclude the namespace (nothing planned or destroyed, exit
+/// 1), clean when it selects the namespace by that label, and with a note when it has
+/// requirements on labels the CLI cannot know (negative ones included).
 #[tokio::test]
 async fn references_across_namespaces_follow_allowed_namespaces() {
     let sim = simulator().await;
@@ -822,6 +823,14 @@ async fn references_across_namespaces_follow_allowed_namespaces() {
     assert!(shown.contains("ReferenceNotAllowed"), "{shown}");
     assert!(shown.contains("Nothing was applied"), "{shown}");
     assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    let excluded = "  allowedNamespaces: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [team-z]}]}\n";
+    for (command, allowed) in [("destroy", "  name: sa\n"), ("plan", excluded)] {
+        let text = manifests(allowed);
+        let out = run_manifest(command, dir.path(), "refused.yaml", &text, &sim).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{command}: {shown}");
+        assert!(shown.contains("ReferenceNotAllowed"), "{command}: {shown}");
+    }
 
     let by_name = "  allowedNamespaces: {matchLabels: {kubernetes.io/metadata.name: team-z}}\n";
     let out = run_manifest("plan", dir.path(), "name.yaml", &manifests(by_name), &sim).await;
@@ -829,11 +838,17 @@ async fn references_across_namespaces_follow_allowed_namespaces() {
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(!shown.contains(note), "{shown}");
 
-    let by_label = "  allowedNamespaces: {matchLabels: {tenant: \"yes\"}}\n";
-    let out = run_manifest("plan", dir.path(), "label.yaml", &manifests(by_label), &sim).await;
-    let shown = output_text(&out);
-    assert_eq!(out.status.code(), Some(0), "{shown}");
-    assert!(shown.contains(note), "{shown}");
+    let unknown = [
+        "  allowedNamespaces: {matchLabels: {tenant: \"yes\"}}\n",
+        "  allowedNamespaces: {matchExpressions: [{key: restricted, operator: DoesNotExist}]}\n",
+    ];
+    for by_label in unknown {
+        let out = run_manifest("plan", dir.path(), "label.yaml", &manifests(by_label), &sim).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{by_label}: {shown}");
+        assert!(shown.contains(note), "{by_label}: {shown}");
+    }
+    assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
 
 /// `destroy` carries out each resource's deletion policy: `Delete` deletes the key or domain,

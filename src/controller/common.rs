@@ -49,11 +49,6 @@ where
     })
 }
 
-/// True when the object carries `mailtarget.co/paused: "true"` ([`crate::crd::is_paused`]).
-pub fn is_paused<K: ResourceExt>(obj: &K) -> bool {
-    crate::crd::is_paused(obj.annotations())
-}
-
 /// True when the spec changed since the last reconcile (or it never ran): the controller then
 /// reads details the list items lack, once.
 pub fn spec_changed<K: ResourceExt>(obj: &K, observed_generation: Option<i64>) -> bool {

@@ -11,29 +11,10 @@ use super::context::Context;
 use super::identity;
 use super::managed::Failure;
 use super::managed::Managed;
-use crate::api::{ApiError, ApiObject, Client};
+use crate::api::{ApiObject, Client};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::ManagedStatus;
 use crate::engine::{Found, Lookup, MatchedBy};
-
-/// True when `lookup` on a list fetched before the reconcile began must be confirmed against a
-/// newer one ([`CachedList::doubt`]) before acting on it: no match (a create follows, and the
-/// object may have been created moments ago, after the cached list was read), several matches,
-/// or an unknown external id (verdicts that stop the resource).
-pub fn needs_newer_list<T>(lookup: &Lookup<'_, T>) -> bool {
-    !matches!(lookup, Lookup::Found(..))
-}
-
-/// The object a read returned, `None` when the service says it does not exist.
-///
-/// Errors: any other failure of the read.
-fn gone_is_none<T>(read: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
-    match read {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
-}
 
 /// Margin over the creation time of a resource for the list that confirms a verdict: the
 /// timestamp's one-second granularity plus clock skew between the API server and the operator.
@@ -101,7 +82,7 @@ pub struct Query<'a> {
 /// The API object `obj` manages: the kind's lookup of `desired` in `service`'s cached list
 /// (`client` reads: the account's, or the credential of the sub account `obj` is placed in)
 /// (no older than its maximum age), with any verdict other than a match confirmed against a list
-/// new enough ([`needs_newer_list`], [`newer_than`]), and the id the resource records
+/// new enough ([`newer_than`]), and the id the resource records
 /// (`status.id`), when absent from the list, confirmed with one read of that object, so that an object missing from
 /// a list page (offset paging while something is deleted) is never created again.
 ///
@@ -130,8 +111,15 @@ pub async fn find_managed<K: Managed>(
     // The lists are read with the account's own key, wherever the resource is placed.
     let failed = |e| Failure::api(e, &doing, old).by_account_key();
     let list = fresh().await.map_err(failed)?;
+    // A verdict other than a match on a list read before the reconcile began is confirmed
+    // against a newer one: no match (a create follows, and the object may have been created
+    // moments ago, after the cached list was read), several matches, or an unknown external id
+    // (verdicts that stop the resource).
     let list = if list.doubt(since, |items| {
-        needs_newer_list(&K::lookup(desired, external_id, old.id(), items))
+        !matches!(
+            K::lookup(desired, external_id, old.id(), items),
+            Lookup::Found(..)
+        )
     }) {
         fresh().await.map_err(failed)?
     } else {
@@ -156,9 +144,13 @@ pub async fn find_managed<K: Managed>(
     let verdict = match (owned, &first) {
         (Some(id), Verdict::Match(_, how)) if how.id == id => first,
         (Some(id), _) if external_id.is_none_or(|e| e == id) => {
-            let read = gone_is_none(K::Detail::read(client, id).await);
-            match read.map_err(|e| Failure::api(e, &format!("reading {} {id}", K::NOUN), old))? {
-                Some(detail) => Verdict::Match(
+            let read = match K::Detail::read(client, id).await {
+                Err(e) if e.is_not_found() => None,
+                read => Some(read),
+            };
+            match read.transpose() {
+                Err(e) => return Err(Failure::api(e, &format!("reading {} {id}", K::NOUN), old)),
+                Ok(Some(detail)) => Verdict::Match(
                     K::Item::from(&detail),
                     Found {
                         id,
@@ -166,7 +158,7 @@ pub async fn find_managed<K: Managed>(
                     },
                 ),
                 // Gone at the service: found again by natural key, or created again.
-                None => verdict(None),
+                Ok(None) => verdict(None),
             }
         }
         _ => first,

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::cache::CachedKind;
 use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
-use super::common::{api_failure, is_paused, measured, warn_event};
+use super::common::{api_failure, measured, warn_event};
 use super::context::{Context, object_key, object_uid};
 use super::converge;
 use super::error::{Error, Result};
@@ -366,7 +366,7 @@ pub async fn reconcile<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Act
 
 async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action> {
     measured(K::KIND, &ctx, async {
-        if is_paused(obj.as_ref()) {
+        if crate::crd::is_paused(obj.annotations()) {
             return Ok(Action::await_change());
         }
         if obj.meta().deletion_timestamp.is_some()

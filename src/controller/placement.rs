@@ -16,7 +16,6 @@ use kube::runtime::reflector::ObjectRef;
 use super::accounts::Usage;
 use super::accounts::usage::account_name;
 use super::cache::AccountCache;
-use super::common::is_paused;
 use super::context::Context;
 use super::managed::{Failure, Managed};
 use crate::api::Client;
@@ -177,7 +176,8 @@ pub async fn place<K: Managed>(
         .map_err(|e| Failure::api(e, "calling as the sub account", old))?;
     // Objects inside it are this namespace's own only while the SubAccount owns it (not
     // observed, not paused with an observed id under Full).
-    let managed = sub.writes() && !is_paused(sub.as_ref()) && sub.recorded_id() == Some(id);
+    let managed =
+        sub.writes() && !crate::crd::is_paused(sub.annotations()) && sub.recorded_id() == Some(id);
     Ok(Placement::SubAccount {
         id,
         managed,

@@ -12,6 +12,7 @@ use crate::engine::recovery::create_or_recover;
 use crate::engine::{Found, Lookup, validate};
 
 /// A resource's validated spec and its plan.
+#[derive(Clone)]
 pub struct ResourcePlan<K: ManagedKind> {
     /// The validated spec.
     pub desired: K::Desired,
@@ -19,19 +20,6 @@ pub struct ResourcePlan<K: ManagedKind> {
     pub external_id: Option<i64>,
     /// What to do.
     pub planned: Planned<K::Request>,
-}
-
-impl<K: ManagedKind> Clone for ResourcePlan<K>
-where
-    K::Desired: Clone,
-{
-    fn clone(&self) -> Self {
-        ResourcePlan {
-            desired: self.desired.clone(),
-            external_id: self.external_id,
-            planned: self.planned.clone(),
-        }
-    }
 }
 
 impl<K: ManagedKind> std::fmt::Debug for ResourcePlan<K> {
@@ -55,20 +43,6 @@ pub enum PlanError {
     Api(#[from] ApiError),
 }
 
-/// Plans `r` against the objects of `inventory`, matching by its external id, then by natural
-/// key (the caller holds the account's key, so an existing object is adopted). Reads the
-/// matched object when the spec sets fields the list lacks.
-///
-/// Errors: see [`PlanError`].
-pub async fn plan<K: ManagedKind>(
-    client: &Client,
-    r: &K::Resource,
-    inventory: &Inventory,
-) -> Result<ResourcePlan<K>, PlanError> {
-    let desired = desired::<K>(r)?;
-    plan_desired(client, desired, r.external_id(), K::items(inventory)).await
-}
-
 /// The validated spec of `r`.
 ///
 /// Errors: [`PlanError::Blocked`] naming every problem of the spec.
@@ -76,7 +50,10 @@ pub fn desired<K: ManagedKind>(r: &K::Resource) -> Result<K::Desired, PlanError>
     K::desired(r).map_err(|problems| PlanError::Blocked(validate::describe(&problems)))
 }
 
-/// [`plan`] for a validated spec and the resource's external id, against `items`.
+/// Plans a resource, given its validated spec and its external id, against `items` (the
+/// account's list of the kind), matching by the external id, then by natural key (the caller
+/// holds the account's key, so an existing object is adopted). Reads the matched object when the
+/// spec sets fields the list lacks.
 ///
 /// Errors: see [`PlanError`].
 pub async fn plan_desired<K: ManagedKind>(
@@ -209,20 +186,10 @@ pub async fn find_created<K: ManagedKind>(
     })
 }
 
-/// Plans the deletion of `r`'s object per its deletion policy: one step, or none when the
-/// policy keeps the object, no object matches, or the object already is what the step would
-/// make it ([`ManagedKind::already_deleted`], then said in a note).
-///
-/// Errors: see [`PlanError`].
-pub fn plan_deletion<K: ManagedKind>(
-    r: &K::Resource,
-    inventory: &Inventory,
-) -> Result<ResourcePlan<K>, PlanError> {
-    let desired = desired::<K>(r)?;
-    plan_deletion_of(r, desired, inventory)
-}
-
-/// [`plan_deletion`] for a validated spec (with its references resolved).
+/// Plans the deletion of `r`'s object per its deletion policy, for its validated spec
+/// `desired` (with its references resolved): one step, or none when the policy keeps the
+/// object, no object matches, or the object already is what the step would make it
+/// ([`ManagedKind::already_deleted`], then said in a note).
 ///
 /// Errors: see [`PlanError`].
 pub fn plan_deletion_of<K: ManagedKind>(

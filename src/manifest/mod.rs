@@ -1,6 +1,7 @@
 //! Reading manifest files for `plan` and `apply`: YAML files and directories, several documents
 //! per file, validated against the same schema the cluster uses before anything is sent.
 
+mod document;
 pub(crate) mod read;
 mod schema_check;
 

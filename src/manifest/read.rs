@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::document::Document;
 use super::schema_check;
 use super::{Loaded, ManifestError, ManifestErrors, Resource, Source};
 use crate::crd::GROUP;
@@ -128,7 +129,8 @@ fn read_stdin(set: &mut ManifestSet, errors: &mut Vec<ManifestError>) {
     }
 }
 
-/// Like [`load`] for a YAML stream held in memory; `name` stands for the file in messages.
+/// Like [`load`] for a YAML stream held in memory; `name` stands for the file in messages. A
+/// stream without documents is an empty set here (for [`load`] it is an error).
 pub fn load_str(name: &str, text: &str) -> Result<ManifestSet, ManifestErrors> {
     let mut set = ManifestSet::default();
     let mut errors = Vec::new();
@@ -282,24 +284,18 @@ fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<
             file: file.to_path_buf(),
             document: index + 1,
         };
-        // Read as serde_yaml's own value first: it refuses a mapping that gives a key twice, as
-        // kubectl does ("mapping key already defined"), where serde_json's keeps the last one.
-        let problem = |message: String| ManifestError {
-            source: Some(source.clone()),
-            object: None,
-            field: None,
-            message,
-        };
-        let value = match serde_yaml::Value::deserialize(document).map(serde_json::to_value) {
-            Ok(Ok(Value::Null)) => continue,
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                errors.push(problem(format!("not representable as JSON: {e}")));
-                continue;
-            }
+        let value = match Document::deserialize(document) {
+            Ok(Document(Value::Null)) => continue,
+            Ok(Document(v)) => v,
             Err(e) => {
-                errors.push(problem(format!("not valid YAML: {e}")));
-                // A syntax error ends the stream: later documents cannot be located reliably.
+                errors.push(ManifestError {
+                    source: Some(source),
+                    object: None,
+                    field: None,
+                    message: format!("not valid YAML: {e}"),
+                });
+                // A document that cannot be read ends the stream: after a syntax error later
+                // documents cannot be located reliably.
                 break;
             }
         };

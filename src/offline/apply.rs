@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use futures::{StreamExt, stream};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
 use super::plan::{Entry, Inside, OfflinePlan, Step, Summary};
-use super::{secrets, twins};
+use super::twins;
 use crate::api::{ApiObject, Client, SubAccountDetail};
 use crate::crd::DnsRecord;
 use crate::engine::driver::{self, ResourcePlan};
@@ -235,6 +235,10 @@ fn placed_ctx<'a>(
     })
 }
 
+/// Writes `value` to `DIR/<namespace>/<secret>/<key>` under `--secrets-dir` (mirroring the
+/// Secret the controller would write) with mode 0600, replacing an older file without following
+/// any symbolic link below `DIR` (see [`crate::files`]); a failure fails `o`, naming the path
+/// (never the value), and leaves the older file intact.
 fn write_secret(
     ctx: &Ctx<'_>,
     o: &mut Outcome,
@@ -244,7 +248,8 @@ fn write_secret(
     value: &SecretString,
 ) {
     let Some(dir) = ctx.secrets_dir else { return };
-    match secrets::write(dir, namespace, secret, key, value) {
+    let bytes = value.expose_secret().as_bytes();
+    match dir.write(&[namespace, secret, key], bytes, 0o600) {
         Ok(path) => o.secret_files.push(path),
         // The value was obtained but not stored: the run fails, naming the file.
         Err(e) => {

@@ -7,6 +7,7 @@
 //! `apply`'s order: domains and keys first, then sub accounts.
 
 use super::apply::{ApplyReport, Outcome, apply_one, failed, outcome};
+use super::guards::reference_allowed;
 use super::plan::{Entry, OfflinePlan, Step, entry_of};
 use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
@@ -14,6 +15,7 @@ use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction};
 use crate::manifest::{Loaded, Resource};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// Plans the deletion of every resource of `resources` against the account (the three lists,
 /// no other read).
@@ -28,34 +30,44 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
     let sub_plans: Vec<Option<Result<ResourcePlan<SubAccount>, PlanError>>> = resources
         .iter()
         .map(|l| match &l.resource {
-            Resource::SubAccount(r) => Some(driver::plan_deletion(r, &inventory)),
+            Resource::SubAccount(r) => Some(deletion_inside(r, l, &[], &inventory)),
             _ => None,
         })
         .collect();
-    let sub_ids: Vec<(&str, &str, Option<i64>)> = resources
+    let subs: Vec<PlannedSubAccount> = resources
         .iter()
         .zip(&sub_plans)
         .filter_map(|(l, p)| {
             let found = p.as_ref()?.as_ref().ok()?.planned.found;
-            Some((
-                l.resource.namespace(),
-                l.resource.name(),
-                found.map(|f| f.id),
-            ))
+            let Resource::SubAccount(r) = &l.resource else {
+                return None;
+            };
+            Some(PlannedSubAccount {
+                at: (l.resource.namespace(), l.resource.name()),
+                id: found.map(|f| f.id),
+                allowed_namespaces: r.spec.allowed_namespaces.as_ref(),
+            })
         })
         .collect();
     for (loaded, sub_plan) in resources.iter().zip(sub_plans) {
         let mut e = entry_of(loaded);
         let step = match (&loaded.resource, sub_plan) {
-            (Resource::SubAccount(_), Some(result)) => planned(&mut e, result, Step::SubAccount),
+            (Resource::SubAccount(r), Some(result)) => {
+                planned(&mut e, result, deletes::<SubAccount>(r), Step::SubAccount)
+            }
             (Resource::SubAccount(_), None) => unreachable!("every SubAccount is planned above"),
             (Resource::ApiKey(r), _) => {
-                let result = deletion_inside::<ApiKey>(r, loaded, &sub_ids, &inventory);
-                planned(&mut e, result, Step::ApiKey)
+                let result = deletion_inside::<ApiKey>(r, loaded, &subs, &inventory);
+                planned(&mut e, result, deletes::<ApiKey>(r), Step::ApiKey)
             }
             (Resource::SendingDomain(r), _) => {
-                let result = deletion_inside::<SendingDomain>(r, loaded, &sub_ids, &inventory);
-                planned(&mut e, result, Step::SendingDomain)
+                let result = deletion_inside::<SendingDomain>(r, loaded, &subs, &inventory);
+                planned(
+                    &mut e,
+                    result,
+                    deletes::<SendingDomain>(r),
+                    Step::SendingDomain,
+                )
             }
         };
         entries.push(e);
@@ -72,33 +84,48 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
     })
 }
 
+/// A SubAccount planned for deletion, as the resources inside it see it.
+struct PlannedSubAccount<'a> {
+    /// Its namespace and name.
+    at: (&'a str, &'a str),
+    /// The matched sub account's id; `None` when none matched.
+    id: Option<i64>,
+    /// Its `spec.allowedNamespaces`.
+    allowed_namespaces: Option<&'a LabelSelector>,
+}
+
+/// True when `r`'s deletion policy takes a step (delete, deactivate) on a matched object.
+fn deletes<K: ManagedKind>(r: &K::Resource) -> bool {
+    K::deletion(r).is_some()
+}
+
 /// The deletion plan of an ApiKey or SendingDomain, looked up inside the sub account its
-/// `spec.subAccountRef` names (found through the SubAccounts of `sub_ids`: namespace, name and
-/// matched id, `None` when none matched: nothing is inside a sub account that does not exist).
-/// The company key deletes it: it reaches every sub account.
+/// `spec.subAccountRef` names (one of `subs`; nothing is inside a sub account that does not
+/// exist). The company key deletes it: it reaches every sub account.
 ///
-/// Errors: the SubAccount is not among the manifests, or its own plan failed; see
-/// [`PlanError`].
+/// Errors: the SubAccount is not among the manifests, its own plan failed, or it does not let
+/// the resource's namespace place objects inside (as `plan` refuses it); see [`PlanError`].
 fn deletion_inside<K: ManagedKind>(
     r: &K::Resource,
     loaded: &Loaded,
-    sub_ids: &[(&str, &str, Option<i64>)],
+    subs: &[PlannedSubAccount<'_>],
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
     let mut d = driver::desired::<K>(r)?;
     if let Some(reference) = r.sub_account_ref() {
-        let namespace = reference.namespace_or(loaded.resource.namespace());
+        let own = loaded.resource.namespace();
+        let namespace = reference.namespace_or(own);
         let shown = format!("SubAccount \"{namespace}/{}\"", reference.name);
-        let Some((_, _, id)) = sub_ids
-            .iter()
-            .find(|(n, m, _)| *n == namespace && *m == reference.name)
-        else {
+        let Some(sub) = subs.iter().find(|s| s.at == (namespace, &reference.name)) else {
             return Err(PlanError::Blocked(format!(
                 "{shown} is not among the manifests or cannot be planned, so the {} inside it cannot be found",
                 K::NOUN
             )));
         };
-        let Some(id) = id else {
+        if let Err(problem) = reference_allowed(sub.at, sub.allowed_namespaces, own) {
+            return Err(PlanError::Blocked(format!("{shown}: {problem}")));
+        }
+        let Some(id) = sub.id else {
             let note = format!("{shown} matches no sub account: nothing is inside it");
             let planned = Planned {
                 notes: vec![note],
@@ -111,17 +138,18 @@ fn deletion_inside<K: ManagedKind>(
                 planned,
             });
         };
-        K::in_sub_account(&mut d, *id);
+        K::in_sub_account(&mut d, id);
     }
     driver::plan_deletion_of::<K>(r, d, inventory)
 }
 
 /// Fills `e` from a deletion plan: `delete`, `deactivate`, `keep` (the policy keeps the object),
-/// `unchanged` (the object already is what the deletion would make it: the plan's one note
-/// says so) or `absent` (no object matches, or none can exist: a note may say why).
+/// `unchanged` (the policy `deletes`, but the object already is what the deletion would make
+/// it: a note says so) or `absent` (no object matches, or none can exist: a note may say why).
 fn planned<K: ManagedKind>(
     e: &mut Entry,
     result: Result<ResourcePlan<K>, PlanError>,
+    deletes: bool,
     step: impl FnOnce(ResourcePlan<K>) -> Step,
 ) -> Step {
     match result {
@@ -129,7 +157,7 @@ fn planned<K: ManagedKind>(
             let p = &plan.planned;
             e.action = match (p.found, p.steps.first().map(|s| s.step.action)) {
                 (None, _) => "absent",
-                (Some(_), None) if !p.notes.is_empty() => "unchanged",
+                (Some(_), None) if deletes => "unchanged",
                 (Some(_), None) => "keep",
                 (Some(_), Some(StepAction::Delete)) => "delete",
                 (Some(_), Some(_)) => "deactivate",

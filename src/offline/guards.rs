@@ -10,6 +10,9 @@
 
 use std::collections::HashMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt};
+
 use super::plan::{Entry, Inside, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::manifest::Resource;
@@ -139,4 +142,67 @@ fn conflicts(entries: &mut [Entry], resources: &[Resource]) {
             ));
         }
     }
+}
+
+/// The label every Namespace carries, holding its name (Kubernetes sets it): all the CLI knows
+/// of a namespace's labels.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Whether a resource of namespace `own` may be placed inside the sub account of SubAccount
+/// `(namespace, name)`, as a cluster decides with its `spec.allowedNamespaces` (`selector`;
+/// product design, "Accounts and tenancy"), knowing of the namespace only its name label:
+/// requirements on that label are decided, requirements on other labels cannot be.
+/// `Ok(None)`: allowed; `Ok(Some(note))`: allowed in a cluster only if the namespace's other
+/// labels match.
+///
+/// Errors: for people, why a cluster refuses it whatever the other labels
+/// (`ReferenceNotAllowed`: the selector is unset, or its requirements on the name label exclude
+/// `own`).
+pub(crate) fn reference_allowed(
+    (namespace, name): (&str, &str),
+    selector: Option<&LabelSelector>,
+    own: &str,
+) -> Result<Option<String>, String> {
+    if own == namespace {
+        return Ok(None);
+    }
+    let refused = |why: &str| {
+        format!(
+            "ReferenceNotAllowed: it does not allow objects of namespace \"{own}\" in its sub account ({why}): in a cluster nothing would be called. Allow the namespace there, or reference a SubAccount of namespace \"{own}\""
+        )
+    };
+    let Some(selector) = selector else {
+        return Err(refused("its spec.allowedNamespaces is unset"));
+    };
+    let on_name = |key: &String| key == NAMESPACE_NAME_LABEL;
+    let labels = selector.match_labels.iter().flatten();
+    let expressions = selector.match_expressions.iter().flatten();
+    let on_name_only = LabelSelector {
+        match_labels: Some(
+            labels
+                .clone()
+                .filter(|(k, _)| on_name(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        match_expressions: Some(
+            expressions
+                .clone()
+                .filter(|r| on_name(&r.key))
+                .cloned()
+                .collect(),
+        ),
+    };
+    let known = [(NAMESPACE_NAME_LABEL.to_string(), own.to_string())].into();
+    if !Selector::try_from(on_name_only).is_ok_and(|s| s.matches(&known)) {
+        return Err(refused(
+            "its spec.allowedNamespaces does not select it by name",
+        ));
+    }
+    let others = labels.map(|(k, _)| k).chain(expressions.map(|r| &r.key));
+    Ok(others.into_iter().any(|k| !on_name(k)).then(|| {
+        format!(
+            "in a cluster, placed inside SubAccount \"{namespace}/{name}\" only if the labels of namespace \"{own}\" match its spec.allowedNamespaces (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+        )
+    }))
 }

@@ -13,7 +13,6 @@ pub mod destroy;
 pub mod guards;
 pub mod plan;
 pub mod render;
-pub mod secrets;
 mod twins;
 
 pub use apply::{ApplyReport, Outcome};

@@ -2,7 +2,6 @@
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::{Selector, SelectorExt};
 use serde::Serialize;
 
 use crate::api::{ApiError, Client};
@@ -12,6 +11,8 @@ use crate::engine::inventory::Inventory;
 use crate::engine::{FieldChange, MatchedBy, natural_key, placement};
 use crate::engine::{ManagedKind, ManagedResource, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
+
+use super::guards::reference_allowed;
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]
@@ -321,37 +322,6 @@ struct PlannedSubAccount {
     allowed_namespaces: Option<LabelSelector>,
 }
 
-/// The label every Namespace carries, holding its name (Kubernetes sets it): all the CLI knows
-/// of a namespace's labels.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-impl PlannedSubAccount {
-    /// Whether a resource of namespace `own` may be placed inside, as a cluster decides with
-    /// the SubAccount's `spec.allowedNamespaces` (product design, "Accounts and tenancy").
-    /// `Ok(None)`: allowed (its own namespace, or selected by name); `Ok(Some(note))`: allowed
-    /// in a cluster only if the namespace's labels, which the CLI does not know, match.
-    ///
-    /// Errors: for people, refused in a cluster whatever the labels (`allowedNamespaces` unset).
-    fn allows(&self, own: &str) -> Result<Option<String>, String> {
-        let shown = format!("SubAccount \"{}/{}\"", self.namespace, self.name);
-        if own == self.namespace {
-            return Ok(None);
-        }
-        let Some(selector) = &self.allowed_namespaces else {
-            return Err(format!(
-                "ReferenceNotAllowed: it does not allow objects of namespace \"{own}\" in its sub account (its spec.allowedNamespaces is unset): in a cluster nothing would be called. Allow the namespace there, or reference a SubAccount of namespace \"{own}\""
-            ));
-        };
-        let labels = [(NAMESPACE_NAME_LABEL.to_string(), own.to_string())].into();
-        let by_name = Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(&labels));
-        Ok((!by_name).then(|| {
-            format!(
-                "in a cluster, placed inside {shown} only if the labels of namespace \"{own}\" match its spec.allowedNamespaces (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
-            )
-        }))
-    }
-}
-
 pub(crate) async fn build_with(
     client: &Client,
     resources: &[Loaded],
@@ -390,11 +360,11 @@ pub(crate) async fn build_with(
                 let (step, placed) = match &loaded.resource {
                     Resource::ApiKey(r) => {
                         let at = (loaded, sub_accounts, inventory);
-                        plan_placed::<ApiKey>(client, r, at, &mut e).await?
+                        plan_placed(client, r, at, &mut e, Step::ApiKey).await?
                     }
                     Resource::SendingDomain(r) => {
                         let at = (loaded, sub_accounts, inventory);
-                        plan_placed::<SendingDomain>(client, r, at, &mut e).await?
+                        plan_placed(client, r, at, &mut e, Step::SendingDomain).await?
                     }
                     Resource::SubAccount(_) => (Step::Invalid, None),
                 };
@@ -428,11 +398,8 @@ async fn plan_sub_account(
     inventory: &Inventory,
 ) -> Result<(Entry, Step, Option<PlannedSubAccount>), ApiError> {
     let mut e = entry_of(loaded);
-    let step = planned(
-        &mut e,
-        driver::plan::<SubAccount>(client, r, inventory).await,
-        Step::SubAccount,
-    )?;
+    let at = (loaded, &[][..], inventory);
+    let (step, _) = plan_placed(client, r, at, &mut e, Step::SubAccount).await?;
     let Step::SubAccount(plan) = &step else {
         return Ok((e, step, None));
     };
@@ -469,10 +436,8 @@ async fn plan_placed<K: ManagedKind>(
     r: &K::Resource,
     (loaded, sub_accounts, inventory): (&Loaded, &[PlannedSubAccount], &Inventory),
     e: &mut Entry,
-) -> Result<(Step, Option<Inside>), ApiError>
-where
-    Step: From<ResourcePlan<K>>,
-{
+    step: fn(ResourcePlan<K>) -> Step,
+) -> Result<(Step, Option<Inside>), ApiError> {
     let mut d = match driver::desired::<K>(r) {
         Ok(d) => d,
         Err(problem) => {
@@ -483,7 +448,7 @@ where
     let external_id = r.external_id();
     let Some(reference) = r.sub_account_ref() else {
         let result = driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await;
-        return Ok((planned(e, result, Step::from)?, None));
+        return Ok((planned(e, result, step)?, None));
     };
     let own = loaded.resource.namespace();
     let namespace = reference.namespace_or(own);
@@ -497,7 +462,11 @@ where
         ));
         return Ok((Step::Invalid, None));
     };
-    let allowed = sub.allows(own);
+    let allowed = reference_allowed(
+        (&sub.namespace, &sub.name),
+        sub.allowed_namespaces.as_ref(),
+        own,
+    );
     if let Some(problem) = (allowed.as_ref().err()).or(sub.credential_problem.as_ref()) {
         e.error = Some(format!("SubAccount \"{}\": {problem}", sub.name));
         return Ok((Step::Invalid, None));
@@ -518,9 +487,9 @@ where
             driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await
         }
     };
-    let step = planned(e, result, Step::from)?;
+    let planned = planned(e, result, step)?;
     e.notes.extend(allowed.ok().flatten());
-    Ok((step, inside))
+    Ok((planned, inside))
 }
 
 /// The plan of the key a new sub account is created with (its credential key, which the API
@@ -539,17 +508,5 @@ fn new_sub_account_key<K: ManagedKind>(
         desired,
         external_id,
         planned,
-    }
-}
-
-impl From<ResourcePlan<ApiKey>> for Step {
-    fn from(plan: ResourcePlan<ApiKey>) -> Self {
-        Step::ApiKey(plan)
-    }
-}
-
-impl From<ResourcePlan<SendingDomain>> for Step {
-    fn from(plan: ResourcePlan<SendingDomain>) -> Self {
-        Step::SendingDomain(plan)
     }
 }
