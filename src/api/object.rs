@@ -31,56 +31,47 @@ pub trait ApiObject: Send + Sync + Sized + 'static {
     fn search(client: &Client, text: &str) -> impl Future<Output = Result<Vec<Self::Item>>> + Send;
 }
 
-impl ApiObject for ApiKeyDetail {
-    type Item = ApiKeyListItem;
-    fn id(&self) -> i64 {
-        self.id
-    }
-    async fn read(client: &Client, id: i64) -> Result<Self> {
-        client.get_api_key(id).await
-    }
-    async fn search(client: &Client, text: &str) -> Result<Vec<ApiKeyListItem>> {
-        let search = Some(text.to_string());
-        let query = ListApiKeysQuery {
-            search,
-            ..Default::default()
-        };
-        client.list_all_api_keys(&query).await
-    }
+/// `ApiObject` for a detail type: its list item, its `GET` by id and its paged list with a
+/// `search` query (the interface's three object kinds differ only in these names).
+macro_rules! api_object {
+    ($detail:ty, $item:ty, $get:ident, $query:ident, $list_all:ident) => {
+        impl ApiObject for $detail {
+            type Item = $item;
+            fn id(&self) -> i64 {
+                self.id
+            }
+            async fn read(client: &Client, id: i64) -> Result<Self> {
+                client.$get(id).await
+            }
+            async fn search(client: &Client, text: &str) -> Result<Vec<$item>> {
+                let query = $query {
+                    search: Some(text.to_string()),
+                    ..Default::default()
+                };
+                client.$list_all(&query).await
+            }
+        }
+    };
 }
 
-impl ApiObject for SubAccountDetail {
-    type Item = SubAccountListItem;
-    fn id(&self) -> i64 {
-        self.id
-    }
-    async fn read(client: &Client, id: i64) -> Result<Self> {
-        client.get_sub_account(id).await
-    }
-    async fn search(client: &Client, text: &str) -> Result<Vec<SubAccountListItem>> {
-        let search = Some(text.to_string());
-        let query = ListSubAccountsQuery {
-            search,
-            ..Default::default()
-        };
-        client.list_all_sub_accounts(&query).await
-    }
-}
-
-impl ApiObject for SendingDomainDetail {
-    type Item = SendingDomainListItem;
-    fn id(&self) -> i64 {
-        self.id
-    }
-    async fn read(client: &Client, id: i64) -> Result<Self> {
-        client.get_sending_domain(id).await
-    }
-    async fn search(client: &Client, text: &str) -> Result<Vec<SendingDomainListItem>> {
-        let search = Some(text.to_string());
-        let query = ListSendingDomainsQuery {
-            search,
-            ..Default::default()
-        };
-        client.list_all_sending_domains(&query).await
-    }
-}
+api_object!(
+    ApiKeyDetail,
+    ApiKeyListItem,
+    get_api_key,
+    ListApiKeysQuery,
+    list_all_api_keys
+);
+api_object!(
+    SubAccountDetail,
+    SubAccountListItem,
+    get_sub_account,
+    ListSubAccountsQuery,
+    list_all_sub_accounts
+);
+api_object!(
+    SendingDomainDetail,
+    SendingDomainListItem,
+    get_sending_domain,
+    ListSendingDomainsQuery,
+    list_all_sending_domains
+);

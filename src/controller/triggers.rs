@@ -115,14 +115,12 @@ pub(super) fn owners<K: Resource<DynamicType = ()>>(secret: &Secret) -> Vec<Obje
 pub(super) fn referencing<K: Managed>(store: &Store<K>, sub: &SubAccount) -> Vec<ObjectRef<K>> {
     let namespace = sub.namespace().unwrap_or_default();
     let name = sub.name_any();
-    store
-        .state()
-        .into_iter()
-        .filter(|r| {
-            let own = r.namespace().unwrap_or_default();
-            r.sub_account_ref()
-                .is_some_and(|s| s.name == name && s.namespace_or(&own) == namespace)
-        })
+    let names_sub = |r: &K| {
+        let own = r.namespace().unwrap_or_default();
+        r.sub_account_ref()
+            .is_some_and(|s| s.name == name && s.namespace_or(&own) == namespace)
+    };
+    (store.state_filter(names_sub).iter())
         .map(|r| ObjectRef::from_obj(r.as_ref()))
         .collect()
 }

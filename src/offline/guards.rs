@@ -199,8 +199,8 @@ pub(crate) fn reference_allowed(
             "its spec.allowedNamespaces does not select it by name",
         ));
     }
-    let others = labels.map(|(k, _)| k).chain(expressions.map(|r| &r.key));
-    Ok(others.into_iter().any(|k| !on_name(k)).then(|| {
+    let mut others = labels.map(|(k, _)| k).chain(expressions.map(|r| &r.key));
+    Ok(others.any(|k| !on_name(k)).then(|| {
         format!(
             "in a cluster, placed inside SubAccount \"{namespace}/{name}\" only if the labels of namespace \"{own}\" match its spec.allowedNamespaces (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
         )

@@ -579,14 +579,11 @@ where
     }))
     .take_until(stop())
     .for_each(move |event| {
-        // A closed channel means that controller has stopped (shutdown): nothing to do.
         if let Some(secret) = super::triggers::touched(&event) {
-            for account in triggers::naming(&cluster_cache, secret, &operator_namespace) {
-                let _ = to_clusters.unbounded_send(account);
-            }
-            for account in triggers::naming(&account_cache, secret, &operator_namespace) {
-                let _ = to_accounts.unbounded_send(account);
-            }
+            let clusters = triggers::naming(&cluster_cache, secret, &operator_namespace);
+            super::triggers::start(&to_clusters, clusters);
+            let accounts = triggers::naming(&account_cache, secret, &operator_namespace);
+            super::triggers::start(&to_accounts, accounts);
         }
         async {}
     });

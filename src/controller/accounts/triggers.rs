@@ -27,19 +27,19 @@ pub(super) fn secret_namespaces(
 }
 
 /// The accounts in `cache` whose `spec.credentials.secretRef` names `secret` (a ClusterAccount's
-/// Secret is in `operator_namespace`, an Account's in its own namespace). Reads the whole cache:
-/// a Secret event costs one pass over the accounts of the kind.
+/// Secret is in `operator_namespace`, an Account's in its own namespace). A Secret event costs
+/// one pass over the accounts of the kind (kube's `Store::state_filter`, cloning only matches).
 pub(super) fn naming<K: AccountObject>(
     cache: &Store<K>,
     secret: &PartialObjectMeta<Secret>,
     operator_namespace: &str,
 ) -> Vec<ObjectRef<K>> {
     let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-    (cache.state().iter())
-        .filter(|a| {
-            a.connection().credentials.secret_ref.name == name
-                && a.secret_namespace(operator_namespace) == namespace
-        })
+    let names_secret = |a: &K| {
+        a.connection().credentials.secret_ref.name == name
+            && a.secret_namespace(operator_namespace) == namespace
+    };
+    (cache.state_filter(names_secret).iter())
         .map(|a| ObjectRef::from_obj(a.as_ref()))
         .collect()
 }

@@ -203,7 +203,7 @@ impl AccountRegistry {
     /// another namespace's resource from the object it claims.
     pub fn may_claim<K>(&self, obj: &K) -> bool
     where
-        K: crate::engine::ManagedResource + kube::Resource,
+        K: crate::engine::ManagedResource,
     {
         use kube::ResourceExt;
         let namespace = obj.namespace().unwrap_or_default();
