@@ -477,7 +477,10 @@ async fn plan_placed<K: ManagedKind>(
             K::in_sub_account(&mut d, id);
             driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await
         }
+        // An external id names nothing inside a sub account not created yet: the lookup below
+        // refuses it, before anything is written.
         None if K::API_KEY
+            && external_id.is_none()
             && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key) =>
         {
             Ok(new_sub_account_key::<K>(d, external_id, &sub.name))
