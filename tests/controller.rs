@@ -307,6 +307,34 @@ async fn sub_account_first_key_and_deactivate() {
     env.stop().await;
 }
 
+/// Deleting a SubAccount whose sub account already has the status its `Deactivate` policy
+/// sets sends nothing: the finalizer goes without a write, as `destroy` skips it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_already_deactivated_sub_account_writes_nothing() {
+    let env = Env::start().await;
+    let subs: Api<SubAccount> = env.api();
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-a}\nspec: {deletionPolicy: Deactivate, status: inactive}\n").await;
+    let sa = wait_for(&subs, "team-a", "Ready", |s: &SubAccount| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| ready_is(s, &st.conditions, "True", None))
+    })
+    .await;
+    assert_eq!(env.sim.snapshot().sub_accounts[0].status, "inactive");
+    env.sim.clear_request_log();
+    subs.delete("team-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&subs, "team-a", sa.metadata.uid.as_deref().unwrap()).await;
+    assert_eq!(
+        env.writes(),
+        Vec::new(),
+        "the sub account was written again"
+    );
+    assert_eq!(env.sim.snapshot().sub_accounts[0].status, "inactive");
+    env.stop().await;
+}
+
 /// Existing API objects are adopted by name and by the external-id annotation under an adoption
 /// policy, never duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
