@@ -122,6 +122,12 @@ impl<T: Clone> CachedList<T> {
         Ok(())
     }
 
+    /// The cached item with id `id`, if any.
+    pub fn get(&self, id: i64) -> Option<T> {
+        let id_of = self.id_of;
+        self.read(|items| items.iter().find(|i| id_of(i) == id).cloned())
+    }
+
     /// Runs `f` on the cached items.
     pub fn read<R>(&self, f: impl FnOnce(&[T]) -> R) -> R {
         f(&self.lock().items)

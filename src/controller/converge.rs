@@ -602,8 +602,8 @@ async fn usage_of<K: Managed>(
 }
 
 /// Carries out `obj`'s deletion policy on the object it records, when it may write: one step
-/// through the engine (a delete, or a sub account's deactivation); an object already gone
-/// counts as done. A resource deleted while a create was in flight and unrecorded (the pending
+/// through the engine (a delete, or a sub account's deactivation); an object already gone, or
+/// already as the step would leave it ([`crate::engine::ManagedKind::already_deleted`]), counts as done. A resource deleted while a create was in flight and unrecorded (the pending
 /// marker is set, no id) finds the object by natural key first, so none is left behind.
 ///
 /// Errors: the API's (the finalizer stays).
@@ -649,6 +649,16 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     let Some(id) = id else {
         return Ok(Action::await_change());
     };
+    // An object the account's list shows as the step would leave it (a sub account with the
+    // status its policy sets) is not written again, as `destroy` skips it. Only the account's
+    // own lists are cached: an object inside a sub account is not looked up here.
+    let done = (sub_account.is_none())
+        .then(|| K::list(service).get(id))
+        .flatten()
+        .is_some_and(|item| K::already_deleted(obj, &item).is_some());
+    if done {
+        return Ok(Action::await_change());
+    }
     let answer = driver::delete::<K>(&client, &step, id)
         .await
         .map_err(Error::Api)?;
