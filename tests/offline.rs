@@ -1637,7 +1637,8 @@ async fn tenants_apply_inside_their_sub_accounts() {
 /// from their manifest: a folder with a key of the default account and, through a ClusterAccount
 /// `billing` (another company, another simulator), a key of billing applies in one run, each key
 /// created at its own company, the output naming the account. Without `--account` the resource
-/// naming billing is invalid input (exit 2, nothing called), and the error says what to pass.
+/// naming billing is invalid input (exit 2, nothing called), and the error says what to pass;
+/// so is a key file that cannot be read, under `--simulate` too.
 #[tokio::test]
 async fn accounts_take_their_keys_from_the_command_line() {
     let sim = simulator().await;
@@ -1707,6 +1708,41 @@ async fn accounts_take_their_keys_from_the_command_line() {
     )
     .await;
     assert_eq!(twice.status.code(), Some(2), "an account's key given twice");
+
+    // The key file is read even when no key is needed (a dry run under --simulate), so a wrong
+    // path fails there too; an account no resource uses is said.
+    let missing = format!("billing=@{}", dir.path().join("nowhere.key").display());
+    let out = run_binary(
+        &["plan", "-f", file, "--account", &missing, "--simulate"],
+        None,
+    )
+    .await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("--account billing") && shown.contains("nowhere.key"),
+        "{shown}"
+    );
+    let unused = format!("payroll=@{}", key_file.display());
+    let out = run_binary(
+        &[
+            "plan",
+            "-f",
+            file,
+            "--account",
+            &account,
+            "--account",
+            &unused,
+        ],
+        Some(&sim),
+    )
+    .await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("note: --account payroll: no resource uses this account"),
+        "{shown}"
+    );
 
     let again = run_binary(&["plan", "-f", file, "--account", &account], Some(&sim)).await;
     let text = String::from_utf8_lossy(&again.stdout);
