@@ -34,9 +34,11 @@ pub struct PlanArgs {
 }
 
 impl PlanArgs {
-    /// The manifests, refusing resources whose account the run has no key for.
+    /// The manifests, refusing resources whose account the run has no key for; a note on
+    /// standard error for each `--account` no resource uses.
     ///
-    /// Errors: invalid manifests (every problem listed).
+    /// Errors: invalid manifests (every problem listed); an `--account` given twice, or whose
+    /// file cannot be read or is empty.
     fn load(&self) -> Result<manifest::ManifestSet, CliError> {
         let names: Vec<String> = self.accounts.iter().map(|a| a.name.clone()).collect();
         if let Some(twice) =
@@ -48,6 +50,20 @@ impl PlanArgs {
         }
         let set = manifest::load_with(&self.files, &names)?;
         report_skipped(&set);
+        // Each key file is read now, needed or not (under --simulate, or for an account no
+        // resource uses), so that a wrong path fails the dry run too.
+        for key in &self.accounts {
+            let (api, transmission) = (self.api.api_url.clone(), self.api.transmission_url.clone());
+            crate::api::ClientConfig::from_key_file(api, transmission, key.file.clone())
+                .map_err(|e| CliError::Config(format!("--account {}: {e}", key.name)))?;
+            if !(set.resources.iter()).any(|l| accounts::of(&l.resource) == key.name) {
+                let note = format!(
+                    "note: --account {}: no resource uses this account",
+                    key.name
+                );
+                eprintln!("{}", printable(&note, MAX_LINE_CHARS));
+            }
+        }
         Ok(set)
     }
 
