@@ -139,7 +139,8 @@ async fn apply_examples_then_nothing_changes() {
     assert_eq!(sim.snapshot().api_keys.len(), 3, "no duplicate keys");
 }
 
-/// A spec change becomes exactly one PUT carrying the changed field, shown in the plan diff.
+/// A spec change becomes exactly one PUT carrying the changed field, shown in the plan diff
+/// with the values' JSON shapes.
 #[tokio::test]
 async fn spec_change_is_one_update_with_diff() {
     let sim = simulator().await;
@@ -163,6 +164,13 @@ async fn spec_change_is_one_update_with_diff() {
     assert_eq!(ci.action, "update");
     assert_eq!(ci.changes.len(), 1);
     assert_eq!(ci.changes[0].field, "spec.permissionIds");
+    // Values keep the spec's shape in JSON: a list of ids is a list, not its text.
+    let shown = serde_json::to_value(ci).unwrap();
+    assert_eq!(shown["changes"][0]["from"], serde_json::json!([1, 2]));
+    assert_eq!(shown["changes"][0]["to"], serde_json::json!([1, 3]));
+    let sent = &shown["steps"][0]["sends"][0];
+    assert_eq!(sent["field"], "spec.permissionIds");
+    assert_eq!(sent["value"], serde_json::json!([1, 3]));
 
     sim.clear_request_log();
     apply::run(&client, &p, None).await;
@@ -977,7 +985,7 @@ async fn plan_shows_removals_and_unmanaged_objects() {
     let out = run_manifest("plan", dir.path(), "key.yaml", &text, &sim).await;
     let shown = output_text(&out);
     assert!(
-        shown.contains("~ spec.allowedIps: 198.51.100.7,2001:db8::7 -> (removed)"),
+        shown.contains(r#"~ spec.allowedIps: ["198.51.100.7", "2001:db8::7"] -> (removed)"#),
         "{shown}"
     );
     assert!(shown.contains("usable from any address"), "{shown}");
@@ -1465,7 +1473,7 @@ async fn control_characters_from_manifests_and_file_names_are_escaped() {
     std::fs::write(&file, manifests(" v2")).unwrap();
     let out = run_binary(&["plan", "-f", dir], Some(&sim)).await;
     let shown = check(&out, 1);
-    assert!(shown.contains("~ spec.status: on\\r"), "{shown}");
+    assert!(shown.contains("~ spec.status: \"on\\r"), "{shown}");
     assert!(shown.contains("red.yaml"), "names the file: {shown}");
 
     // JSON keeps the values exact, every such character written as a JSON escape.

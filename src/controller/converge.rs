@@ -31,7 +31,7 @@ use crate::engine::recovery::may_have_committed;
 use crate::engine::{
     ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, StepReport, Summary,
 };
-use crate::engine::{MatchedBy, StatusOf};
+use crate::engine::{MatchedBy, StatusOf, shown};
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written; `revision`, the version of `obj` the reconcile writes
@@ -382,7 +382,10 @@ fn outcome<K: ManagedKind>(
     if !may_write && !changes.is_empty() {
         let diff: Vec<String> = changes
             .iter()
-            .map(|c| format!("{}: {} (service) vs {} (spec)", c.field, c.from, c.to))
+            .map(|c| {
+                let (from, to) = (shown(&c.from), shown(&c.to));
+                format!("{}: {from} (service) vs {to} (spec)", c.field)
+            })
             .collect();
         let message = format!(
             "the service differs from the spec, not corrected (ObserveOnly): {}",
@@ -666,7 +669,7 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
         .step
         .sends
         .iter()
-        .map(|s| format!("{} {}", s.field, s.value))
+        .map(|s| format!("{} {}", s.field, shown(&s.value)))
         .collect();
     let (reason, note) = match &answer {
         Some(d) => {

@@ -19,14 +19,15 @@ pub enum StepAction {
     Delete,
 }
 
-/// One attribute a step sends, rendered for people (never a secret value).
+/// One attribute a step sends (never a secret value).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sent {
     /// Spec field path, e.g. `spec.note`.
     pub field: &'static str,
-    /// The value sent.
-    pub value: String,
+    /// The value sent, shaped as the spec field holds it (a list of allowed IPs is a JSON
+    /// array, though the interface sends it joined); an empty string or list removes it.
+    pub value: serde_json::Value,
     /// True when the interface accepts this field at create only: a later change of the spec
     /// is reported, never applied.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -68,15 +69,10 @@ impl Step {
     }
 
     /// The same step, sending `value` for `field`.
-    pub fn sends(
-        mut self,
-        field: &'static str,
-        value: impl Into<String>,
-        create_only: bool,
-    ) -> Self {
+    pub fn sends(mut self, field: &'static str, value: impl Serialize, create_only: bool) -> Self {
         self.sends.push(Sent {
             field,
-            value: value.into(),
+            value: json(&value),
             create_only,
         });
         self
@@ -86,7 +82,7 @@ impl Step {
     pub fn sends_some(
         self,
         field: &'static str,
-        value: Option<impl Into<String>>,
+        value: Option<impl Serialize>,
         create_only: bool,
     ) -> Self {
         match value {
@@ -142,35 +138,57 @@ impl StepReport {
 pub struct FieldChange {
     /// Spec field path, e.g. `spec.permissionType`.
     pub field: &'static str,
-    /// Value in the service (rendered for people; never a secret).
-    pub from: String,
-    /// Value in the spec.
-    pub to: String,
+    /// Value in the service, shaped as the spec field holds it (never a secret).
+    pub from: serde_json::Value,
+    /// Value in the spec; an empty string or list removes the service's value.
+    pub to: serde_json::Value,
 }
 
 impl FieldChange {
-    /// A change of `field` from `from` to `to`, both as shown to people.
-    pub fn new(field: &'static str, from: impl Into<String>, to: impl Into<String>) -> Self {
+    /// A change of `field` from `from` to `to`.
+    pub fn new(field: &'static str, from: impl Serialize, to: impl Serialize) -> Self {
         FieldChange {
             field,
-            from: from.into(),
-            to: to.into(),
+            from: json(&from),
+            to: json(&to),
         }
     }
 
     /// When the service's `have` differs from the spec's `want`: records the change of `field`
-    /// in `changes` (both values as `show` renders them) and answers `Some(want)`, the value an
-    /// update sends; else `None`.
-    pub fn record<T: PartialEq + Clone>(
+    /// in `changes` and answers `Some(want)`, the value an update sends; else `None`.
+    pub fn record<T: PartialEq + Clone + Serialize>(
         changes: &mut Vec<FieldChange>,
         field: &'static str,
         have: &T,
         want: &T,
-        show: impl Fn(&T) -> String,
     ) -> Option<T> {
         (have != want).then(|| {
-            changes.push(FieldChange::new(field, show(have), show(want)));
+            changes.push(FieldChange::new(field, have, want));
             want.clone()
         })
     }
 }
+
+/// `value` as JSON: the plain values a step sends (strings, numbers, lists of them) always
+/// convert; anything else would be `null`.
+fn json(value: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+/// A sent or changed value as people read it: strings quoted and escaped as Rust's `{:?}`
+/// does (a control character as `\u{1b}`, as all terminal output), lists as `[1, 2]`, or
+/// `(removed)` for an empty string or list, so the plan hides no removal.
+pub fn shown(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => REMOVED.into(),
+        Value::String(s) if s.is_empty() => REMOVED.into(),
+        Value::Array(a) if a.is_empty() => REMOVED.into(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(a) => format!("[{}]", a.iter().map(shown).collect::<Vec<_>>().join(", ")),
+        v => v.to_string(),
+    }
+}
+
+/// How an emptied value shows.
+const REMOVED: &str = "(removed)";

@@ -15,6 +15,7 @@ use kube::core::{Selector, SelectorExt};
 
 use super::plan::{Entry, Inside, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
+use crate::engine::shown;
 use crate::manifest::Resource;
 
 /// Plan action of a paused resource.
@@ -75,7 +76,9 @@ fn observe(e: &mut Entry) {
         .map(|c| {
             format!(
                 "{}: {} (service) vs {} (spec): not corrected (ObserveOnly)",
-                c.field, c.from, c.to
+                c.field,
+                shown(&c.from),
+                shown(&c.to)
             )
         })
         .collect();

@@ -12,6 +12,7 @@ use serde_json::json;
 
 use super::apply::ApplyReport;
 use super::plan::{Entry, OfflinePlan, Summary};
+use crate::engine::shown;
 
 /// Output format of `plan` and `apply`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -63,8 +64,8 @@ fn details(out: &mut String, e: &Entry, reports: Option<&[crate::engine::StepRep
             out,
             "    ~ {}: {} -> {}",
             c.field,
-            c.from,
-            shown_value(&c.to)
+            shown(&c.from),
+            shown(&c.to)
         );
     }
     match reports {
@@ -106,20 +107,13 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
         } else {
             ""
         };
-        let value = if sent.value.is_empty() {
-            REMOVED.to_string()
-        } else {
-            format!("{:?}", sent.value)
-        };
-        line!(out, "        {} = {value}{create_only}", sent.field);
+        line!(
+            out,
+            "        {} = {}{create_only}",
+            sent.field,
+            shown(&sent.value)
+        );
     }
-}
-
-/// How an emptied value shows: the plan hides no removal.
-const REMOVED: &str = "(removed)";
-
-fn shown_value(v: &str) -> &str {
-    if v.is_empty() { REMOVED } else { v }
 }
 
 /// The summary line of a plan: `Plan: X to create, Y to update, Z unchanged.`

@@ -105,11 +105,11 @@ fn create_step(d: &Desired) -> PlannedStep<Call> {
         permission_ids: (!d.permission_ids.is_empty()).then(|| d.permission_ids.clone()),
         allowed_ip: (!d.allowed_ips.is_empty()).then(|| allowed_ip::join(&d.allowed_ips)),
     };
-    let ids = req.permission_ids.as_ref().map(|v| format!("{v:?}"));
+    let ips = (!d.allowed_ips.is_empty()).then_some(&d.allowed_ips);
     let step = Step::new(StepAction::Create, "POST /api-key")
         .sends_some("spec.name", req.name.as_deref(), false)
-        .sends_some("spec.permissionIds", ids, false)
-        .sends_some("spec.allowedIps", req.allowed_ip.as_deref(), false);
+        .sends_some("spec.permissionIds", req.permission_ids.as_ref(), false)
+        .sends_some("spec.allowedIps", ips, false);
     let request = Call::Create(req);
     PlannedStep { step, request }
 }
@@ -343,21 +343,17 @@ fn export(d: &Desired, value: &secrecy::SecretString) -> Export {
 fn diff(d: &Desired, observed: &Observed) -> (Vec<FieldChange>, UpdateApiKey) {
     let (mut changes, mut request) = (Vec::new(), UpdateApiKey::default());
     let c = &mut changes;
-    request.name = FieldChange::record(c, "spec.name", &observed.name, &d.name, String::clone);
+    request.name = FieldChange::record(c, "spec.name", &observed.name, &d.name);
     if let Some(want) = &d.permission_type {
         let have = &observed.permission_type;
-        request.permission_type =
-            FieldChange::record(c, "spec.permissionType", have, want, String::clone);
+        request.permission_type = FieldChange::record(c, "spec.permissionType", have, want);
     }
     if let (false, Some(have)) = (d.permission_ids.is_empty(), &observed.permission_ids) {
-        let show = |ids: &Vec<i64>| format!("{ids:?}");
         request.permission_ids =
-            FieldChange::record(c, "spec.permissionIds", have, &d.permission_ids, show);
+            FieldChange::record(c, "spec.permissionIds", have, &d.permission_ids);
     }
     if let Some(have) = &observed.allowed_ips {
-        let ips = FieldChange::record(c, "spec.allowedIps", have, &d.allowed_ips, |v| {
-            allowed_ip::join(v)
-        });
+        let ips = FieldChange::record(c, "spec.allowedIps", have, &d.allowed_ips);
         request.allowed_ip = ips.map(|v| allowed_ip::join(&v));
     }
     (changes, request)

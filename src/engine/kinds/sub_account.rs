@@ -80,21 +80,26 @@ pub enum Call {
     Update(UpdateSubAccount),
 }
 
-fn create_step(req: CreateSubAccount) -> PlannedStep<Call> {
-    let pool = req.ip_pool_id.map(|v| v.to_string());
-    let ids = req.permission_ids.as_ref().map(|v| format!("{v:?}"));
+fn create_step(d: &Desired) -> PlannedStep<Call> {
+    let req = create_request(d);
+    let ips = (d.initial_key.as_ref())
+        .and_then(|k| (!k.allowed_ips.is_empty()).then_some(&k.allowed_ips));
     let step = Step::new(StepAction::Create, "POST /sub-account")
         .sends_some("spec.name", req.name.as_deref(), false)
         .sends_some("spec.status", req.status.as_deref(), false)
-        .sends_some("spec.ipPoolId", pool, false)
+        .sends_some("spec.ipPoolId", req.ip_pool_id, false)
         .sends_some("spec.credentialKeyName", req.api_key_name.as_deref(), true)
         .sends_some(
             "spec.apiKey.permissionType",
             req.permission_type.as_deref(),
             true,
         )
-        .sends_some("spec.apiKey.permissionIds", ids, true)
-        .sends_some("spec.apiKey.allowedIps", req.allowed_ips.as_deref(), true);
+        .sends_some(
+            "spec.apiKey.permissionIds",
+            req.permission_ids.as_ref(),
+            true,
+        )
+        .sends_some("spec.apiKey.allowedIps", ips, true);
     let request = Call::Create(req);
     PlannedStep { step, request }
 }
@@ -154,19 +159,17 @@ impl ManagedKind for SubAccount {
 
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
         let Some((found, observed)) = found else {
-            return Ok(Planned::creating(vec![create_step(create_request(d))]));
+            return Ok(Planned::creating(vec![create_step(d)]));
         };
         // Only fields that differ and are known go into the update body.
         let (mut changes, mut request) = (Vec::new(), UpdateSubAccount::default());
         let c = &mut changes;
-        request.name = FieldChange::record(c, "spec.name", &observed.name, &d.name, String::clone);
+        request.name = FieldChange::record(c, "spec.name", &observed.name, &d.name);
         if let Some(want) = &d.status {
-            request.status =
-                FieldChange::record(c, "spec.status", &observed.status, want, String::clone);
+            request.status = FieldChange::record(c, "spec.status", &observed.status, want);
         }
         if let (Some(want), Some(have)) = (d.ip_pool_id, observed.ip_pool_id) {
-            request.ip_pool_id =
-                FieldChange::record(c, "spec.ipPoolId", &have, &want, i64::to_string);
+            request.ip_pool_id = FieldChange::record(c, "spec.ipPoolId", &have, &want);
         }
         let request = Call::Update(request);
         let endpoint = "PUT /sub-account/{id}";

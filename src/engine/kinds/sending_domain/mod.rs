@@ -180,7 +180,7 @@ impl ManagedKind for SendingDomain {
             Some((_, observed)) => {
                 notes = immutable_differences(d, observed);
                 if d.shared && observed.assignment != SHARED_ASSIGNMENT {
-                    changes.push(FieldChange::new("spec.shared", "false", "true"));
+                    changes.push(FieldChange::new("spec.shared", false, true));
                     steps.push(step(Call::Share));
                 }
             }
