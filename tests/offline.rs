@@ -959,6 +959,31 @@ async fn destroy_carries_out_each_deletion_policy() {
         .filter(|r| r.is_write())
         .collect();
     assert!(writes.is_empty(), "wrote {writes:?}");
+
+    // A deactivated sub account whose spec leaves `status` unmanaged is not reactivated by
+    // the next apply, and the plan says why (the examples' SubAccount manages it).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sub.yaml");
+    std::fs::write(&file, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-b}\nspec: {deletionPolicy: Deactivate}\n").unwrap();
+    let file = file.to_str().unwrap();
+    for args in [
+        &["apply", "-f", file][..],
+        &["destroy", "-f", file, "--auto-approve"],
+    ] {
+        assert_eq!(run_binary(args, Some(&sim)).await.status.code(), Some(0));
+    }
+    let out = run_binary(&["plan", "-f", file], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert!(
+        shown.contains("SubAccount default/team-b: unchanged"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "has status \"inactive\", which its deletion policy sets; spec.status is unset"
+        ),
+        "{shown}"
+    );
 }
 
 /// The plan hides nothing: a removed value shows as removed with its consequence, and the
