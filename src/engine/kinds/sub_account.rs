@@ -27,6 +27,8 @@ pub struct Desired {
     pub name: String,
     /// Desired `status`, when managed.
     pub status: Option<String>,
+    /// The status the deletion policy sets (`Deactivate`), else `None`.
+    pub deactivated_status: Option<String>,
     /// Desired `ipPoolId`, when managed.
     pub ip_pool_id: Option<i64>,
     /// First key to create with the sub account.
@@ -122,6 +124,7 @@ impl ManagedKind for SubAccount {
         Ok(Desired {
             name: r.service_name().to_string(),
             status: r.spec.status.clone(),
+            deactivated_status: deactivated_status(r),
             ip_pool_id: r.spec.ip_pool_id,
             initial_key: r.spec.api_key.clone(),
             credential_key: placement::credential_key_name(r),
@@ -171,15 +174,15 @@ impl ManagedKind for SubAccount {
         if let (Some(want), Some(have)) = (d.ip_pool_id, observed.ip_pool_id) {
             request.ip_pool_id = FieldChange::record(c, "spec.ipPoolId", &have, &want);
         }
+        // Deactivated by its deletion policy (`destroy`, or the resource deleted once), it
+        // stays so while `status` is unmanaged: said, so that nobody expects a reactivation.
+        let notes = (d.status.is_none() && d.deactivated_status.as_ref() == Some(&observed.status))
+            .then(|| format!("the sub account has status \"{}\", which its deletion policy sets; spec.status is unset, so it is left as is (set spec.status to change it)", observed.status))
+            .into_iter()
+            .collect();
         let request = Call::Update(request);
         let endpoint = "PUT /sub-account/{id}";
-        Ok(Planned::updating(
-            found,
-            endpoint,
-            changes,
-            request,
-            Vec::new(),
-        ))
+        Ok(Planned::updating(found, endpoint, changes, request, notes))
     }
 
     async fn run(
@@ -383,6 +386,7 @@ mod tests {
         Desired {
             name: name.into(),
             status: Some("active".into()),
+            deactivated_status: None,
             ip_pool_id: Some(2),
             initial_key: None,
             credential_key: crate::engine::placement::OPERATOR_KEY_NAME.into(),
