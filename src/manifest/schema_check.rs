@@ -63,6 +63,19 @@ fn to_json_schema(node: &mut Value) {
     {
         obj.insert("type".into(), json!([t, "null"]));
     }
+    // An integer's bounds are numbers in the CRD type (`minimum: 0.0`); whole ones are written
+    // back as integers, so that messages say "minimum of 0".
+    let integer =
+        |t: &Value| t == "integer" || t.as_array().is_some_and(|a| a.contains(&json!("integer")));
+    if obj.get("type").is_some_and(integer) {
+        for bound in ["minimum", "maximum"] {
+            if let Some(Value::Number(n)) = obj.get_mut(bound)
+                && let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            {
+                *n = serde_json::Number::from(f as i64);
+            }
+        }
+    }
     let preserve = obj.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
     if obj.contains_key("properties") && !obj.contains_key("additionalProperties") && !preserve {
         obj.insert("additionalProperties".into(), Value::Bool(false));
