@@ -986,6 +986,58 @@ async fn destroy_carries_out_each_deletion_policy() {
     );
 }
 
+/// An object that the external-id annotation names and that is already gone is `absent` to
+/// `destroy`, as one matched by name is: a rerun succeeds, and the other resources are still
+/// destroyed. With `-o json` and no `--auto-approve`, the plan it will not carry out is printed
+/// as JSON on standard output.
+#[tokio::test]
+async fn destroy_finds_an_object_named_by_external_id_already_gone() {
+    let sim = simulator().await;
+    let client = client(&sim);
+    let key = |name: &str| CreateApiKey {
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let gone = client.create_api_key(&key("gone")).await.unwrap();
+    assert!(client.delete_api_key(gone.id).await.unwrap());
+    client.create_api_key(&key("other")).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("keys.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: gone\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{secretName: gone-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: other}}\nspec: {{secretName: other-key}}\n",
+            gone.id
+        ),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+
+    let out = run_binary(&["destroy", "-f", file, "-o", "json"], Some(&sim)).await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "not approved: {}",
+        output_text(&out)
+    );
+    let refused: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", output_text(&out)));
+    let actions: Vec<&str> = (refused["resources"].as_array().unwrap().iter())
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["absent", "delete"]);
+
+    let out = run_binary(&["destroy", "-f", file, "--auto-approve"], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("ApiKey default/gone: absent"), "{shown}");
+    assert!(
+        shown.contains(&format!("API key {}, which does not exist", gone.id)),
+        "{shown}"
+    );
+    assert!(sim.snapshot().api_keys.is_empty(), "other deleted");
+}
+
 /// The plan hides nothing: a removed value shows as removed with its consequence, and the
 /// account's objects that no manifest names are listed (left alone).
 #[tokio::test]
