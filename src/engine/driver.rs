@@ -188,18 +188,26 @@ pub async fn find_created<K: ManagedKind>(
 
 /// Plans the deletion of `r`'s object per its deletion policy, for its validated spec
 /// `desired` (with its references resolved): one step, or none when the policy keeps the
-/// object, no object matches, or the object already is what the step would make it
+/// object, no object matches (an external id naming no object is gone already, said in a
+/// note), or the object already is what the step would make it
 /// ([`ManagedKind::already_deleted`], then said in a note).
 ///
-/// Errors: see [`PlanError`].
+/// Errors: see [`PlanError`]: several objects match, or the natural key is taken outside the
+/// resource's sub account.
 pub fn plan_deletion_of<K: ManagedKind>(
     r: &K::Resource,
     desired: K::Desired,
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
     let lookup = K::lookup(&desired, r.external_id(), None, K::items(inventory));
-    if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
-        return Err(PlanError::Blocked(message));
+    let mut notes = Vec::new();
+    match lookup.blocked(K::NOUN, K::natural_key(&desired)) {
+        // Gone already: nothing to delete, as for an object matched by name.
+        Some((_, message)) if matches!(lookup, Lookup::ExternalIdNotFound(_)) => {
+            notes.push(format!("{message}: nothing to delete"));
+        }
+        Some((_, message)) => return Err(PlanError::Blocked(message)),
+        None => {}
     }
     let (found, done) = match lookup {
         Lookup::Found(item, how) => (Some(how), K::already_deleted(r, item)),
@@ -215,7 +223,7 @@ pub fn plan_deletion_of<K: ManagedKind>(
             found,
             steps: steps.into_iter().collect(),
             changes: Vec::new(),
-            notes: done.into_iter().collect(),
+            notes: notes.into_iter().chain(done).collect(),
         },
     })
 }

@@ -227,8 +227,14 @@ async fn carry_out(
             OutputFormat::Text => eprint!("{}", carry.plan_text(&plan)),
         }
         Some(": fix the errors in the plan first")
+    } else if approve(&plan) {
+        None
     } else {
-        (!approve(&plan)).then_some("")
+        // Not approved: the plan was shown as text for the question; JSON readers get it too.
+        if matches!(output, OutputFormat::Json) {
+            print!("{}", render::plan_json(&plan));
+        }
+        Some("")
     };
     if let Some(why) = why {
         eprintln!("Nothing was {done}{why}.");
