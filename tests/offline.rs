@@ -1038,6 +1038,32 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
     assert!(sim.snapshot().api_keys.is_empty(), "other deleted");
 }
 
+/// A `List` document (what `kubectl get -o yaml` writes) is read item by item, as kubectl
+/// reads it; each item is named by its place in the list.
+#[tokio::test]
+async fn a_list_document_is_read_item_by_item() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: mailtarget.co/v1alpha1\n  kind: ApiKey\n  metadata: {name: ci}\n  spec: {secretName: ci-key}\n- apiVersion: mailtarget.co/v1alpha1\n  kind: ApiKey\n  metadata: {name: bad}\n  spec: {secretName: Bad_Name}\n";
+    let out = run_manifest("plan", dir.path(), "list.yaml", list, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("list.yaml (document 1, item 2), ApiKey \"bad\""),
+        "{shown}"
+    );
+    let good = list
+        .split("- apiVersion")
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("- apiVersion");
+    let out = run_manifest("plan", dir.path(), "list.yaml", &good, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("ApiKey default/ci: create"), "{shown}");
+    assert!(shown.contains("list.yaml (document 1, item 1)"), "{shown}");
+}
+
 /// The plan hides nothing: a removed value shows as removed with its consequence, and the
 /// account's objects that no manifest names are listed (left alone).
 #[tokio::test]
