@@ -20,6 +20,8 @@ pub struct Source {
     pub file: PathBuf,
     /// 1-based index of the document within the file.
     pub document: usize,
+    /// 1-based index of the item within the document, when the document is a `List`.
+    pub item: Option<usize>,
 }
 
 /// The file name made [`printable`] (a name may hold any character but `/` and NUL).
@@ -28,9 +30,14 @@ fn shown_file(file: &Path) -> String {
 }
 
 impl fmt::Display for Source {
-    /// `FILE (document N)`, the file name escaped ([`printable`]).
+    /// `FILE (document N)`, or `FILE (document N, item M)` for an item of a `List`, the file
+    /// name escaped ([`printable`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (document {})", shown_file(&self.file), self.document)
+        write!(f, "{} (document {}", shown_file(&self.file), self.document)?;
+        match self.item {
+            Some(item) => write!(f, ", item {item})"),
+            None => write!(f, ")"),
+        }
     }
 }
 
@@ -171,6 +178,7 @@ impl ManifestError {
             source: Some(Source {
                 file: path.to_path_buf(),
                 document: 0,
+                item: None,
             }),
             object: None,
             field: None,

@@ -283,6 +283,7 @@ fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<
         let source = Source {
             file: file.to_path_buf(),
             document: index + 1,
+            item: None,
         };
         let value = match Document::deserialize(document) {
             Ok(Document(Value::Null)) => continue,
@@ -342,6 +343,29 @@ fn read_document(
             }),
             "required: every document needs apiVersion and kind".into(),
         ));
+        return;
+    }
+    // A list of objects (`kind: List`, as `kubectl get -o yaml` writes, or any `...List` with
+    // `items`) is read item by item, as kubectl reads it; a list inside an item is not.
+    if let (true, Some(items)) = (
+        kind.ends_with("List"),
+        map.get("items").and_then(Value::as_array),
+    ) {
+        if source.item.is_some() {
+            errors.push(error(
+                None,
+                Some("items"),
+                "a List inside a List's item is not read: give its items directly".into(),
+            ));
+            return;
+        }
+        for (i, item) in items.iter().enumerate() {
+            let source = Source {
+                item: Some(i + 1),
+                ..source.clone()
+            };
+            read_document(source, item.clone(), set, errors);
+        }
         return;
     }
     if api_version.split('/').next() != Some(GROUP) {

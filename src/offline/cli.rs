@@ -12,8 +12,9 @@ use crate::text::{MAX_LINE_CHARS, printable};
 /// Arguments of `mailtarget-operator plan`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlanArgs {
-    /// Manifest files or directories (YAML or JSON, several documents per file; directories are
-    /// read recursively); `-` reads standard input. Repeatable.
+    /// Manifest files or directories (YAML or JSON, several documents per file, a `List`'s
+    /// items read one by one; directories are read recursively); `-` reads standard input.
+    /// Repeatable.
     #[arg(short = 'f', long = "filename", required = true, value_name = "PATH")]
     pub files: Vec<PathBuf>,
     /// Start the built-in simulator on a free port and run against it instead of the service.
