@@ -352,6 +352,44 @@ async fn simulate_flag_and_missing_key() {
     assert_eq!(out.status.code(), Some(2), "{shown}");
     assert!(shown.contains("invalid client configuration"), "{shown}");
     assert!(!shown.contains("secret"), "{shown}");
+
+    // A flag overrides the environment: --api-key-file wins over MAILTARGET_API_KEY (the
+    // simulator's key is wrong here), and --api-key over MAILTARGET_API_KEY_FILE.
+    let sim = simulator().await;
+    let key_file = examples_dir.path().join("company.key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let wrong = examples_dir.path().join("wrong.key");
+    std::fs::write(&wrong, "wrong-key").unwrap();
+    let (key_file, wrong) = (key_file.to_str().unwrap(), wrong.to_str().unwrap());
+    for (env, value, flag, given) in [
+        (
+            "MAILTARGET_API_KEY",
+            "wrong-key",
+            "--api-key-file",
+            key_file,
+        ),
+        ("MAILTARGET_API_KEY_FILE", wrong, "--api-key", KEY),
+    ] {
+        let base_url = sim.base_url();
+        let args = ["plan", "-f", path, flag, given, "--api-url", &base_url];
+        let run = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"))
+            .args(args)
+            .env_remove("MAILTARGET_API_KEY")
+            .env_remove("MAILTARGET_API_KEY_FILE")
+            .env(env, value)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("finished within 60 s")
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{flag} over {env}: {}",
+            output_text(&out)
+        );
+    }
 }
 
 const HEADER_KEY: &str = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: k\n";
