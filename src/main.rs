@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use mailtarget_operator::cli::CliError;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use mailtarget_operator::cli::probe::{ProbeArgs, run_probe};
+use mailtarget_operator::cli::{ApiArgs, CliError};
 use mailtarget_operator::controller::{LogFormat, RunArgs};
 use mailtarget_operator::offline::cli::{
     ApplyArgs, DestroyArgs, PlanCommand, run_apply, run_destroy, run_plan,
@@ -46,6 +46,19 @@ enum Command {
     /// GET a URL once and exit 0 on a 2xx answer, 1 otherwise (e.g. the operator's `/readyz`
     /// in the chart's `helm test` Pod, whose image has no curl).
     Probe(ProbeArgs),
+}
+
+impl Command {
+    /// How the subcommand reaches the service, for those that do.
+    fn api_mut(&mut self) -> Option<&mut ApiArgs> {
+        match self {
+            Command::Plan(args) => Some(&mut args.plan.api),
+            Command::Apply(args) => Some(&mut args.plan.api),
+            Command::Destroy(args) => Some(&mut args.plan.api),
+            Command::Run(args) => Some(&mut args.api),
+            Command::Crds { .. } | Command::Simulator(_) | Command::Probe(_) => None,
+        }
+    }
 }
 
 fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
@@ -93,7 +106,22 @@ fn main() -> ExitCode {
 /// or 1 under `plan --detailed-exitcode`, where 2 means "changes pending" (Terraform's
 /// convention: every error exits 1).
 fn parse() -> Cli {
-    Cli::try_parse().unwrap_or_else(|e| {
+    let parsed = Cli::command().try_get_matches().and_then(|matches| {
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if let (Some(api), Some((name, sub))) = (cli.command.api_mut(), matches.subcommand()) {
+            api.prefer_flags(sub).map_err(|e| {
+                // Shown with the subcommand's usage, as clap's own errors are.
+                let mut command = Cli::command();
+                command.build();
+                match command.find_subcommand_mut(name) {
+                    Some(subcommand) => e.format(subcommand),
+                    None => e,
+                }
+            })?;
+        }
+        Ok(cli)
+    });
+    parsed.unwrap_or_else(|e| {
         // The subcommand is the first argument not an option (nor `--log-level`'s value).
         let mut args = std::env::args_os().skip(1);
         let mut after = Vec::new();

@@ -59,20 +59,17 @@ impl CliError {
 /// key.
 #[derive(clap::Args, Clone)]
 pub struct ApiArgs {
-    /// Company API key, sent as `Authorization: Bearer <key>`. Required unless --api-key-file
-    /// is given (or, for plan, apply and destroy, --simulate).
+    /// Company API key (ClusterAccount `default`'s), sent as `Authorization: Bearer <key>`.
+    /// Required unless --api-key-file is given; plan, apply and destroy need one only when a
+    /// resource uses `default`, and none under --simulate. Either flag overrides the other's
+    /// environment variable.
     #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// File holding the company API key (surrounding whitespace ignored), read again whenever
     /// it changes (looked at at most once per second): a rotated key (a mounted Kubernetes
     /// Secret) is used from the next request a second after the change on, without a restart.
     /// Instead of --api-key.
-    #[arg(
-        long,
-        env = "MAILTARGET_API_KEY_FILE",
-        value_name = "FILE",
-        conflicts_with = "api_key"
-    )]
+    #[arg(long, env = "MAILTARGET_API_KEY_FILE", value_name = "FILE")]
     pub api_key_file: Option<PathBuf>,
     /// PEM file with one or more CA certificates trusted in addition to the system's roots,
     /// e.g. the CA of a TLS-inspecting proxy in front of the API. Read at start.
@@ -130,6 +127,41 @@ impl Target {
 const NO_API_KEY: &str = "no API key: set MAILTARGET_API_KEY (or --api-key), or MAILTARGET_API_KEY_FILE (or --api-key-file)";
 
 impl ApiArgs {
+    /// Settles --api-key against --api-key-file from where each came from (`matches`, the
+    /// subcommand's): a flag overrides the other's environment variable (flags override the
+    /// environment), so one of the two is dropped.
+    ///
+    /// Errors (clap's `ArgumentConflict`): both flags given, or both environment variables
+    /// set and neither flag.
+    pub fn prefer_flags(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        use clap::parser::ValueSource::{CommandLine, EnvVariable};
+        let source = |id: &str| {
+            (matches.ids().any(|i| i == id))
+                .then(|| matches.value_source(id))
+                .flatten()
+        };
+        let conflict = |message: &str| {
+            Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                message.to_string(),
+            ))
+        };
+        match (source("api_key"), source("api_key_file")) {
+            (Some(CommandLine), Some(EnvVariable)) => self.api_key_file = None,
+            (Some(EnvVariable), Some(CommandLine)) => self.api_key = None,
+            (Some(CommandLine), Some(CommandLine)) => {
+                return conflict("--api-key and --api-key-file cannot be used together: give one");
+            }
+            (Some(_), Some(_)) => {
+                return conflict(
+                    "MAILTARGET_API_KEY and MAILTARGET_API_KEY_FILE are both set: unset one, or choose with --api-key or --api-key-file",
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// The configuration of a client of the service these flags describe: the key (given, or
     /// read from --api-key-file), the URLs, the CA bundle and the request settings.
     ///
