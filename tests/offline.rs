@@ -897,6 +897,53 @@ async fn references_across_namespaces_follow_allowed_namespaces() {
     assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
 
+/// A ClusterAccount among the manifests decides, with its `spec.namespaceSelector`, which
+/// namespaces' resources may use it, as in a cluster: one whose requirements on the name label
+/// exclude the namespace refuses the resource (`AccountNotAllowed`, nothing called) in `plan`,
+/// `apply` and `destroy`; requirements on other labels give a note.
+#[tokio::test]
+async fn accounts_follow_their_namespace_selector() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("billing.key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let account = format!("billing=@{}", key_file.display());
+    let manifests = |selector: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n{selector}---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices, namespace: team-z}}\nspec:\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
+            sim.base_url(),
+            sim.transmission_url()
+        )
+    };
+    let run = |command: &'static str, text: String| {
+        let file = dir.path().join("accounts.yaml");
+        std::fs::write(&file, text).unwrap();
+        let account = account.clone();
+        let sim = &sim;
+        async move {
+            let file = file.to_str().unwrap().to_string();
+            run_binary(&[command, "-f", &file, "--account", &account], Some(sim)).await
+        }
+    };
+    let excluded = "  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-a}}\n";
+    for command in ["plan", "apply", "destroy"] {
+        let out = run(command, manifests(excluded)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{command}: {shown}");
+        assert!(shown.contains("AccountNotAllowed"), "{command}: {shown}");
+    }
+    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+
+    let note = "only if the labels of namespace \"team-z\" match its spec.namespaceSelector";
+    let by_label = "  namespaceSelector: {matchLabels: {tenant: \"yes\"}}\n";
+    for (selector, noted) in [("", false), (by_label, true)] {
+        let out = run("plan", manifests(selector)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{selector}: {shown}");
+        assert_eq!(shown.contains(note), noted, "{selector}: {shown}");
+    }
+}
+
 /// `destroy` carries out each resource's deletion policy: `Delete` deletes the key or domain,
 /// `Deactivate` deactivates the sub account, `Orphan` keeps the object; a second run finds the
 /// deleted objects absent and the sub account already deactivated, writes nothing and asks
