@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -25,6 +26,9 @@ pub struct ManifestSet {
     /// name resources reach them by (`NAME` for a ClusterAccount, `NAMESPACE/NAME` for an
     /// Account) and their connection.
     pub accounts: Vec<(String, crate::crd::AccountConnection)>,
+    /// The `spec.namespaceSelector` of each ClusterAccount among the documents that sets one,
+    /// by name: the namespaces whose resources may use it.
+    pub namespace_selectors: Vec<(String, LabelSelector)>,
 }
 
 /// Why a document of another API group is skipped.
@@ -412,6 +416,9 @@ fn read_document(
             Ok(account) => {
                 let connection = account.spec.connection.clone();
                 set.accounts.push((name.to_string(), connection));
+                if let Some(selector) = &account.spec.namespace_selector {
+                    (set.namespace_selectors).push((name.to_string(), selector.clone()));
+                }
                 crate::engine::validate::cluster_account(&account.spec)
             }
             Err((field, message)) => vec![crate::engine::validate::Problem { field, message }],

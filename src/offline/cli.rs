@@ -94,6 +94,7 @@ impl PlanArgs {
             };
             match built {
                 Ok(mut plan) => {
+                    super::guards::accounts_allowed(&mut plan, &set.namespace_selectors);
                     plan.label(group.label());
                     planned.push((target, plan));
                 }

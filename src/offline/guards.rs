@@ -151,32 +151,19 @@ fn conflicts(entries: &mut [Entry], resources: &[Resource]) {
 /// of a namespace's labels.
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// Whether a resource of namespace `own` may be placed inside the sub account of SubAccount
-/// `(namespace, name)`, as a cluster decides with its `spec.allowedNamespaces` (`selector`;
-/// product design, "Accounts and tenancy"), knowing of the namespace only its name label:
-/// requirements on that label are decided, requirements on other labels cannot be.
-/// `Ok(None)`: allowed; `Ok(Some(note))`: allowed in a cluster only if the namespace's other
-/// labels match.
-///
-/// Errors: for people, why a cluster refuses it whatever the other labels
-/// (`ReferenceNotAllowed`: the selector is unset, or its requirements on the name label exclude
-/// `own`).
-pub(crate) fn reference_allowed(
-    (namespace, name): (&str, &str),
-    selector: Option<&LabelSelector>,
-    own: &str,
-) -> Result<Option<String>, String> {
-    if own == namespace {
-        return Ok(None);
-    }
-    let refused = |why: &str| {
-        format!(
-            "ReferenceNotAllowed: it does not allow objects of namespace \"{own}\" in its sub account ({why}): in a cluster nothing would be called. Allow the namespace there, or reference a SubAccount of namespace \"{own}\""
-        )
-    };
-    let Some(selector) = selector else {
-        return Err(refused("its spec.allowedNamespaces is unset"));
-    };
+/// What a selector on namespaces says of namespace `own`, knowing of it only its name label
+/// (requirements on that label are decided, requirements on other labels cannot be).
+#[derive(Debug, PartialEq, Eq)]
+enum Selected {
+    /// Selected, whatever its other labels.
+    Yes,
+    /// Not selected, whatever its other labels.
+    No,
+    /// Selected only if its other labels match.
+    IfLabelsMatch,
+}
+
+fn selects(selector: &LabelSelector, own: &str) -> Selected {
     let on_name = |key: &String| key == NAMESPACE_NAME_LABEL;
     let labels = selector.match_labels.iter().flatten();
     let expressions = selector.match_expressions.iter().flatten();
@@ -198,14 +185,88 @@ pub(crate) fn reference_allowed(
     };
     let known = [(NAMESPACE_NAME_LABEL.to_string(), own.to_string())].into();
     if !Selector::try_from(on_name_only).is_ok_and(|s| s.matches(&known)) {
-        return Err(refused(
-            "its spec.allowedNamespaces does not select it by name",
-        ));
+        return Selected::No;
     }
     let mut others = labels.map(|(k, _)| k).chain(expressions.map(|r| &r.key));
-    Ok(others.any(|k| !on_name(k)).then(|| {
+    match others.any(|k| !on_name(k)) {
+        true => Selected::IfLabelsMatch,
+        false => Selected::Yes,
+    }
+}
+
+/// Whether a resource of namespace `own` may be placed inside the sub account of SubAccount
+/// `(namespace, name)`, as a cluster decides with its `spec.allowedNamespaces` (`selector`;
+/// product design, "Accounts and tenancy"), knowing of the namespace only its name label
+/// ([`selects`]). `Ok(None)`: allowed; `Ok(Some(note))`: allowed in a cluster only if the
+/// namespace's other labels match.
+///
+/// Errors: for people, why a cluster refuses it whatever the other labels
+/// (`ReferenceNotAllowed`: the selector is unset, or its requirements on the name label exclude
+/// `own`).
+pub(crate) fn reference_allowed(
+    (namespace, name): (&str, &str),
+    selector: Option<&LabelSelector>,
+    own: &str,
+) -> Result<Option<String>, String> {
+    if own == namespace {
+        return Ok(None);
+    }
+    let refused = |why: &str| {
         format!(
-            "in a cluster, placed inside SubAccount \"{namespace}/{name}\" only if the labels of namespace \"{own}\" match its spec.allowedNamespaces (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+            "ReferenceNotAllowed: it does not allow objects of namespace \"{own}\" in its sub account ({why}): in a cluster nothing would be called. Allow the namespace there, or reference a SubAccount of namespace \"{own}\""
         )
-    }))
+    };
+    let Some(selector) = selector else {
+        return Err(refused("its spec.allowedNamespaces is unset"));
+    };
+    match selects(selector, own) {
+        Selected::Yes => Ok(None),
+        Selected::No => Err(refused(
+            "its spec.allowedNamespaces does not select it by name",
+        )),
+        Selected::IfLabelsMatch => Ok(Some(format!(
+            "in a cluster, placed inside SubAccount \"{namespace}/{name}\" only if the labels of namespace \"{own}\" match its spec.allowedNamespaces (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+        ))),
+    }
+}
+
+/// Refuses each resource of `plan` whose ClusterAccount, among the manifests with a
+/// `spec.namespaceSelector` (`selectors`, by account name), does not select the resource's
+/// namespace, as a cluster decides it (product design, "Accounts and tenancy": unset selects
+/// every namespace), knowing of the namespace only its name label ([`selects`]): the entry's
+/// error says `AccountNotAllowed`, and nothing of it is called. An undecidable selector gives
+/// a note.
+pub(crate) fn accounts_allowed(
+    plan: &mut super::plan::OfflinePlan,
+    selectors: &[(String, LabelSelector)],
+) {
+    let rows = (plan.entries.iter_mut())
+        .zip(plan.steps.iter_mut())
+        .zip(&plan.resources);
+    for ((e, step), r) in rows {
+        // ClusterAccount `default` without an accountRef; an Account serves its namespace only.
+        let account = match r.account_ref() {
+            None => crate::crd::account::DEFAULT_ACCOUNT,
+            Some(a) if a.kind == crate::crd::AccountRefKind::ClusterAccount => &a.name,
+            Some(_) => continue,
+        };
+        let Some((_, selector)) = selectors.iter().find(|(n, _)| n == account) else {
+            continue;
+        };
+        let own = r.namespace();
+        match selects(selector, own) {
+            Selected::Yes => {}
+            Selected::No if e.error.is_none() => {
+                e.error = Some(format!(
+                    "AccountNotAllowed: ClusterAccount \"{account}\" does not let namespace \"{own}\" use it (its spec.namespaceSelector does not select it by name): in a cluster nothing would be called. Use another account, or select the namespace there"
+                ));
+                e.action = "error";
+                *step = super::plan::Step::Invalid;
+            }
+            Selected::No => {}
+            Selected::IfLabelsMatch => e.notes.push(format!(
+                "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{own}\" match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+            )),
+        }
+    }
 }
