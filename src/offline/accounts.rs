@@ -173,6 +173,7 @@ mod tests {
             "Billing=@k",
             "a/b/c=@k",
             "/b=@k",
+            "default=@k",
         ] {
             assert!(bad.parse::<AccountKey>().is_err(), "{bad}");
         }
