@@ -36,8 +36,8 @@ impl FromStr for AccountKey {
 
     /// Parses `NAME=@FILE`.
     ///
-    /// Errors: no `=@`, an empty file name, or a name that is not a DNS-1123 subdomain,
-    /// optionally preceded by a namespace and `/`.
+    /// Errors: no `=@`, an empty file name, a name that is not a DNS-1123 subdomain,
+    /// optionally preceded by a namespace and `/`, or `default` (whose key is `--api-key`).
     fn from_str(s: &str) -> Result<Self, String> {
         let Some((name, file)) = s.split_once("=@") else {
             return Err("expected NAME=@FILE (e.g. billing=@billing.key)".into());
@@ -54,6 +54,11 @@ impl FromStr for AccountKey {
         if !valid {
             return Err(format!(
                 "account name {name:?}: a ClusterAccount's name, or NAMESPACE/NAME for an Account"
+            ));
+        }
+        if name == DEFAULT {
+            return Err(format!(
+                "ClusterAccount {DEFAULT}'s key is --api-key or --api-key-file, not --account"
             ));
         }
         Ok(AccountKey {
