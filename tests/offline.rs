@@ -1919,6 +1919,32 @@ async fn accounts_take_their_keys_from_the_command_line() {
         shown.contains("--account billing") && shown.contains("nowhere.key"),
         "{shown}"
     );
+    // A key the service refuses, or one that cannot be sent, names the account it is of; a
+    // file too large to hold a key is refused before it is sent.
+    let odd = dir.path().join("odd.key");
+    for (content, says, code) in [
+        (
+            "not-the-billing-key".to_string(),
+            "authentication failed",
+            1,
+        ),
+        ("bad\u{1}key".to_string(), "invalid client configuration", 2),
+        ("k".repeat(100_000), "larger than", 2),
+    ] {
+        std::fs::write(&odd, &content).unwrap();
+        let odd_account = format!("billing=@{}", odd.display());
+        let out = run_binary(&["plan", "-f", file, "--account", &odd_account], Some(&sim)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(code), "{says}: {shown}");
+        assert!(
+            shown.contains("account billing") && shown.contains(says),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains(&content[..5]),
+            "the key never shows: {shown}"
+        );
+    }
     let unused = format!("payroll=@{}", key_file.display());
     let out = run_binary(
         &[
