@@ -136,15 +136,35 @@ enum Source {
     },
 }
 
+/// Most bytes a key file may hold: far more than any key, far less than a request header
+/// may carry.
+const KEY_FILE_LIMIT: u64 = 16 * 1024;
+
 /// Reads the key in `path`: its content with surrounding whitespace (a trailing newline)
 /// removed.
 ///
 /// # Errors
-/// [`ApiError::Config`] naming the path when the file cannot be read or holds no usable key.
+/// [`ApiError::Config`] naming the path when the file cannot be read, is larger than 16 KiB,
+/// or holds no usable key.
 pub fn read_key_file(path: &Path) -> Result<SecretString> {
-    let bytes = std::fs::read(path).map_err(|err| ApiError::Config {
+    use std::io::Read;
+    let cannot = |err: std::io::Error| ApiError::Config {
         message: format!("cannot read the API key file {}: {err}", path.display()),
-    })?;
+    };
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    file.take(KEY_FILE_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > KEY_FILE_LIMIT {
+        return Err(ApiError::Config {
+            message: format!(
+                "the API key file {} is larger than {} KiB: not a key",
+                path.display(),
+                KEY_FILE_LIMIT / 1024
+            ),
+        });
+    }
     let text = String::from_utf8(bytes).map_err(|_| ApiError::Config {
         message: format!("the API key file {} is not UTF-8 text", path.display()),
     })?;

@@ -29,6 +29,14 @@ pub enum CliError {
     /// A file could not be written (see [`crate::files`]).
     #[error(transparent)]
     File(#[from] crate::files::FileError),
+    /// An error reaching or planning an account other than `default` (`--account`), naming it.
+    #[error("account {account}: {source}")]
+    InAccount {
+        /// The account, as `--account` names it.
+        account: String,
+        /// What went wrong.
+        source: Box<CliError>,
+    },
 }
 
 impl CliError {
@@ -51,6 +59,7 @@ impl CliError {
             // An unusable setting (a key with control characters, say) is invalid input.
             CliError::Api(ApiError::Config { .. }) => 2,
             CliError::Api(_) | CliError::Io(_) | CliError::File(_) => 1,
+            CliError::InAccount { source, .. } => source.exit_code(),
         }
     }
 }

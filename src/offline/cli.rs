@@ -72,7 +72,8 @@ impl PlanArgs {
     /// `destroy` when `destroying`. Connections stay open for the apply.
     ///
     /// Errors: a connection that cannot be made; an API failure while planning (every
-    /// connection is closed first).
+    /// connection is closed first); for an account other than `default`, naming it
+    /// ([`CliError::InAccount`]).
     async fn plan_accounts(
         &self,
         set: &manifest::ManifestSet,
@@ -80,11 +81,18 @@ impl PlanArgs {
     ) -> Result<Vec<(Target, plan::OfflinePlan)>, CliError> {
         let mut planned: Vec<(Target, plan::OfflinePlan)> = Vec::new();
         for group in accounts::groups(set, &self.api, &self.accounts) {
+            let named = |e: CliError| match group.label() {
+                Some(account) => CliError::InAccount {
+                    account,
+                    source: Box::new(e),
+                },
+                None => e,
+            };
             let target = match group.connect(self.simulate).await {
                 Ok(target) => target,
                 Err(e) => {
                     shutdown(planned).await;
-                    return Err(e);
+                    return Err(named(e));
                 }
             };
             let built = if destroying {
@@ -101,7 +109,7 @@ impl PlanArgs {
                 Err(e) => {
                     target.shutdown().await;
                     shutdown(planned).await;
-                    return Err(e.into());
+                    return Err(named(e.into()));
                 }
             }
         }
