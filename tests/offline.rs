@@ -1111,7 +1111,24 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
         .map(|r| r["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["absent", "delete"]);
+    // The summary has destroy's counts, always all of them.
+    let counts = serde_json::json!({"delete": 1, "keep": 1, "error": 0});
+    assert_eq!(refused["summary"], counts);
+    let out = run_binary(&["plan", "-f", file, "-o", "json"], Some(&sim)).await;
+    let planned: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let counts = serde_json::json!({"create": 0, "update": 0, "unchanged": 1, "error": 1});
+    assert_eq!(
+        planned["summary"],
+        counts,
+        "plan's counts: {}",
+        output_text(&out)
+    );
 
+    let args = ["destroy", "-f", file, "--auto-approve", "-o", "json"];
+    let out = run_binary(&args, Some(&sim)).await;
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let counts = serde_json::json!({"delete": 1, "keep": 1, "error": 0});
+    assert_eq!(done["summary"], counts, "{}", output_text(&out));
     let out = run_binary(&["destroy", "-f", file, "--auto-approve"], Some(&sim)).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
