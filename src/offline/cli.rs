@@ -168,7 +168,7 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
         "{}",
         match args.output {
             OutputFormat::Text => render::plan_text(&plan),
-            OutputFormat::Json => render::plan_json(&plan),
+            OutputFormat::Json => render::plan_json(&plan, false),
         }
     );
     let summary = plan.summary();
@@ -214,6 +214,11 @@ impl Carry<'_> {
             Carry::Destroy => render::deletion_plan_text(plan),
         }
     }
+
+    /// True for `destroy`.
+    fn deletes(&self) -> bool {
+        matches!(self, Carry::Destroy)
+    }
 }
 
 /// Carries out `planned` (each account's plan, with its client): when a plan has errors or
@@ -233,7 +238,7 @@ async fn carry_out(
     };
     let why = if plan.has_errors() {
         match output {
-            OutputFormat::Json => print!("{}", render::plan_json(&plan)),
+            OutputFormat::Json => print!("{}", render::plan_json(&plan, carry.deletes())),
             OutputFormat::Text => eprint!("{}", carry.plan_text(&plan)),
         }
         Some(": fix the errors in the plan first")
@@ -242,7 +247,7 @@ async fn carry_out(
     } else {
         // Not approved: the plan was shown as text for the question; JSON readers get it too.
         if matches!(output, OutputFormat::Json) {
-            print!("{}", render::plan_json(&plan));
+            print!("{}", render::plan_json(&plan, carry.deletes()));
         }
         Some("")
     };
@@ -263,7 +268,7 @@ async fn carry_out(
     }
     shutdown(planned).await;
     let text = match (output, &carry) {
-        (OutputFormat::Json, _) => render::apply_json(&report),
+        (OutputFormat::Json, _) => render::apply_json(&report, carry.deletes()),
         (OutputFormat::Text, Carry::Apply(_)) => render::apply_text(&report),
         (OutputFormat::Text, Carry::Destroy) => render::destroy_text(&report),
     };

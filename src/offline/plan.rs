@@ -52,8 +52,8 @@ pub struct Entry {
     pub error: Option<String>,
 }
 
-/// Counts of a plan or an apply.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+/// Counts of a plan or an apply; as JSON, see [`Summary::to_json`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     /// Resources whose API object is (to be) created.
     pub create: usize,
@@ -64,11 +64,29 @@ pub struct Summary {
     /// Resources that cannot be planned or failed.
     pub error: usize,
     /// Resources whose object is (to be) deleted or deactivated (`destroy`).
-    #[serde(skip_serializing_if = "is_zero")]
     pub delete: usize,
 }
 
 impl Summary {
+    /// The counts a command reports, always all of them: `{"create", "update", "unchanged",
+    /// "error"}` for `plan` and `apply`; `{"delete", "keep", "error"}` for `destroy`
+    /// (`deletion`), where `keep` counts what is kept, absent or left alone.
+    pub fn to_json(&self, deletion: bool) -> serde_json::Value {
+        match deletion {
+            false => serde_json::json!({
+                "create": self.create,
+                "update": self.update,
+                "unchanged": self.unchanged,
+                "error": self.error,
+            }),
+            true => serde_json::json!({
+                "delete": self.delete,
+                "keep": self.unchanged,
+                "error": self.error,
+            }),
+        }
+    }
+
     /// Counts one plan action (`create`, `keep`, ...) or apply result (`created`, `kept`, ...);
     /// anything else (`error`, `failed`, `skipped`) is an error.
     pub(crate) fn add(&mut self, word: &str) {
@@ -85,10 +103,6 @@ impl Summary {
             _ => self.error += 1,
         }
     }
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// The typed plan of one resource, kept for [`crate::offline::apply`]. A resource inside a sub

@@ -201,12 +201,13 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
     }
 }
 
-/// A plan as JSON: `{"resources": [...], "summary": {...}}`.
-pub fn plan_json(plan: &OfflinePlan) -> String {
+/// A plan as JSON: `{"resources": [...], "unmanaged": [...], "summary": {...}}`, the summary
+/// of a deletion plan (`destroy`) when `deletion` ([`Summary::to_json`]).
+pub fn plan_json(plan: &OfflinePlan, deletion: bool) -> String {
     let doc = json!({
         "resources": plan.entries,
         "unmanaged": plan.unmanaged,
-        "summary": plan.summary(),
+        "summary": plan.summary().to_json(deletion),
     });
     printable_json(&serde_json::to_string_pretty(&doc).unwrap_or_default()) + "\n"
 }
@@ -278,9 +279,11 @@ fn outcomes_text(report: &ApplyReport) -> String {
     out
 }
 
-/// An apply report as JSON: `{"resources": [...], "summary": {...}}`.
-pub fn apply_json(report: &ApplyReport) -> String {
-    let doc = json!({ "resources": report.outcomes, "summary": report.summary() });
+/// An apply or destroy (`deletion`) report as JSON: `{"resources": [...], "summary": {...}}`
+/// ([`Summary::to_json`]).
+pub fn apply_json(report: &ApplyReport, deletion: bool) -> String {
+    let summary = report.summary().to_json(deletion);
+    let doc = json!({ "resources": report.outcomes, "summary": summary });
     printable_json(&serde_json::to_string_pretty(&doc).unwrap_or_default()) + "\n"
 }
 
