@@ -71,7 +71,8 @@ pub struct ApiKeySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub permission_type: Option<String>,
-    /// `permissionIds`.
+    /// `permissionIds`. Empty or unset: not managed, the key keeps the ids it has (the
+    /// interface does not say what an empty list grants, so none is sent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "super::schema::permission_ids")]
     pub permission_ids: Vec<i64>,
