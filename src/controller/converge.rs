@@ -31,7 +31,7 @@ use crate::engine::recovery::may_have_committed;
 use crate::engine::{
     ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, StepReport, Summary,
 };
-use crate::engine::{MatchedBy, StatusOf, shown};
+use crate::engine::{MatchedBy, StatusOf, shown, shown_held};
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written; `revision`, the version of `obj` the reconcile writes
@@ -383,7 +383,7 @@ fn outcome<K: ManagedKind>(
         let diff: Vec<String> = changes
             .iter()
             .map(|c| {
-                let (from, to) = (shown(&c.from), shown(&c.to));
+                let (from, to) = (shown_held(&c.from), shown(&c.to));
                 format!("{}: {from} (service) vs {to} (spec)", c.field)
             })
             .collect();

@@ -28,7 +28,7 @@ use secrecy::SecretString;
 pub use lookup::{Found, Lookup, MatchedBy};
 pub use resource::ManagedResource;
 pub use status::{ManagedStatus, Pacing};
-pub use step::{FieldChange, Sent, Step, StepAction, StepOutcome, StepReport, shown};
+pub use step::{FieldChange, Sent, Step, StepAction, StepOutcome, StepReport, shown, shown_held};
 pub use validate::Problem;
 
 use crate::api::{ApiError, ApiObject, Client};

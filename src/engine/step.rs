@@ -192,3 +192,33 @@ pub fn shown(value: &serde_json::Value) -> String {
 
 /// How an emptied value shows.
 const REMOVED: &str = "(removed)";
+
+/// A value the service holds, as people read it: as [`shown`], but `(none)` when empty (the
+/// service's side of a change removes nothing).
+pub fn shown_held(value: &serde_json::Value) -> String {
+    match shown(value) {
+        s if s == REMOVED => "(none)".into(),
+        s => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Values read as the spec writes them; an empty one is a removal on the spec's side and
+    /// nothing on the service's.
+    #[test]
+    fn values_as_people_read_them() {
+        assert_eq!(shown(&json!("a\u{1b}b")), r#""a\u{1b}b""#);
+        assert_eq!(shown(&json!([1, 2])), "[1, 2]");
+        assert_eq!(shown(&json!(["10.0.0.1"])), r#"["10.0.0.1"]"#);
+        assert_eq!(shown(&json!(3)), "3");
+        for empty in [json!(""), json!([]), json!(null)] {
+            assert_eq!(shown(&empty), "(removed)");
+            assert_eq!(shown_held(&empty), "(none)");
+        }
+        assert_eq!(shown_held(&json!([1])), "[1]");
+    }
+}

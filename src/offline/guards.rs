@@ -15,7 +15,7 @@ use kube::core::{Selector, SelectorExt};
 
 use super::plan::{Entry, Inside, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
-use crate::engine::shown;
+use crate::engine::{shown, shown_held};
 use crate::manifest::Resource;
 
 /// Plan action of a paused resource.
@@ -77,7 +77,7 @@ fn observe(e: &mut Entry) {
             format!(
                 "{}: {} (service) vs {} (spec): not corrected (ObserveOnly)",
                 c.field,
-                shown(&c.from),
+                shown_held(&c.from),
                 shown(&c.to)
             )
         })

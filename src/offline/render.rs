@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::apply::ApplyReport;
 use super::plan::{Entry, OfflinePlan, Summary};
-use crate::engine::shown;
+use crate::engine::{shown, shown_held};
 
 /// Output format of `plan` and `apply`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -64,7 +64,7 @@ fn details(out: &mut String, e: &Entry, reports: Option<&[crate::engine::StepRep
             out,
             "    ~ {}: {} -> {}",
             c.field,
-            shown(&c.from),
+            shown_held(&c.from),
             shown(&c.to)
         );
     }

@@ -368,7 +368,7 @@ fn immutable_differences(d: &Desired, observed: &Observed) -> Vec<String> {
     }
     if !d.shared && is_shared {
         notes.push(
-            "spec.shared is false but the domain is shared; the interface has no way to unshare it"
+            "the domain is shared, and spec.shared is false or unset; the interface has no way to unshare it: set spec.shared: true to say so"
                 .into(),
         );
     }
