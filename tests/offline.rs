@@ -645,6 +645,7 @@ async fn adopt_policy_never_creates() {
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("adoption-policy is Adopt"), "{shown}");
+    assert!(!shown.contains("POST"), "no create is listed: {shown}");
     assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
 
