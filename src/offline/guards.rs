@@ -54,6 +54,8 @@ pub(crate) fn apply(
             e.error = Some(format!(
                 "{ANNOTATION_ADOPTION_POLICY} is Adopt and no API object matches to adopt; create it at the service or use AdoptOrCreate"
             ));
+            // Nothing is created: the plan lists no call.
+            e.steps.clear();
             *step = Step::Invalid;
         }
     }
