@@ -832,7 +832,10 @@ async fn stdin_and_exit_codes() {
     let out = run_binary_with_stdin(&["plan", "-f", "-"], &sim, "# nothing\n").await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(2), "{shown}");
-    assert!(shown.contains("no manifest documents found"), "{shown}");
+    assert!(
+        shown.contains("no manifest documents found in standard input"),
+        "names where it looked: {shown}"
+    );
     // A file named twice (itself, and inside its directory) is read once: no duplicate.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("domains.yaml");
