@@ -423,7 +423,7 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: Bad_Name\nspec: {}\n".into(), "metadata.name", "not a valid name"),
         ("apiVersion: mailtarget.co/v1\nkind: SubAccount\nmetadata:\n  name: s\nspec: {}\n".into(), "apiVersion", "v1alpha1"),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: Webhook\nmetadata:\n  name: s\nspec: {}\n".into(), "kind", "SubAccount, ApiKey, SendingDomain, ClusterAccount or Account"),
-        (format!("{HEADER_KEY}spec:\n  secretName: s\n  subAccountRef:\n    name: missing\n"), "spec.subAccountRef.name", "no SubAccount \"missing\""),
+        (format!("{HEADER_KEY}spec:\n  secretName: s\n  subAccountRef:\n    name: missing\n"), "spec.subAccountRef.name", "no valid SubAccount \"missing\""),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: other\nspec:\n  name: k\n  secretName: s2\n"), "spec.name", "also claimed by ApiKey \"k\""),
         (format!("{HEADER_KEY}spec:\n  secretName: s\n---\n{HEADER_KEY}spec:\n  secretName: s\n"), "metadata.name", "also defined at"),
         ("kind: [unclosed\n".into(), "", "not valid YAML"),

@@ -25,7 +25,7 @@ pub struct Source {
 }
 
 /// The file name made [`printable`] (a name may hold any character but `/` and NUL).
-fn shown_file(file: &Path) -> String {
+pub(crate) fn shown_file(file: &Path) -> String {
     printable(&file.to_string_lossy(), MAX_LINE_CHARS)
 }
 

@@ -79,7 +79,16 @@ pub fn load_with(paths: &[PathBuf], accounts: &[String]) -> Result<ManifestSet, 
             source: None,
             object: None,
             field: None,
-            message: "no manifest documents found (a directory is read for *.yaml, *.yml and *.json files)".into(),
+            message: format!(
+                "no manifest documents found in {} (a directory is read for *.yaml, *.yml and *.json files)",
+                (paths.iter())
+                    .map(|p| match p.as_os_str() == STDIN {
+                        true => "standard input".to_string(),
+                        false => super::shown_file(p),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         });
     }
     check_cross_document(&set.resources, &mut errors);
@@ -629,7 +638,7 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
                         loaded.resource.name()
                     )),
                     field: Some("spec.subAccountRef.name".into()),
-                    message: format!("no SubAccount \"{}\" in namespace \"{ns}\" among the manifests; add it or fix the name", reference.name),
+                    message: format!("no valid SubAccount \"{}\" in namespace \"{ns}\" among the manifests; add it, fix the name, or fix its errors", reference.name),
                 });
             }
         }
