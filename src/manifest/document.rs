@@ -1,7 +1,10 @@
 //! One YAML document read as a JSON value, the way kubectl reads it: mapping keys are the text
 //! of their scalar, and a mapping that gives a key twice is refused (kubectl: "mapping key
-//! already defined"; serde_json's own `Value` would keep the last one silently). YAML tags other
-//! than the core schema's (`!Foo bar`) have no JSON form and are refused too.
+//! already defined"; serde_json's own `Value` would keep the last one silently). A merge key
+//! (`<<: *defaults`, YAML 1.1's merge type, which kubectl's reader applies) adds the keys of the
+//! mapping it names (or of each mapping of a list, the first one winning) that the mapping does
+//! not give itself. YAML tags other than the core schema's (`!Foo bar`) have no JSON form and
+//! are refused too.
 
 use std::fmt;
 
@@ -18,6 +21,9 @@ impl<'de> Deserialize<'de> for Document {
 }
 
 struct DocumentVisitor;
+
+/// The key of YAML's merge type.
+const MERGE_KEY: &str = "<<";
 
 impl<'de> Visitor<'de> for DocumentVisitor {
     type Value = Value;
@@ -73,8 +79,26 @@ impl<'de> Visitor<'de> for DocumentVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut fields = Map::new();
+        let mut merged = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
             let Document(value) = map.next_value()?;
+            if key == MERGE_KEY {
+                match value {
+                    Value::Object(m) => merged.push(m),
+                    Value::Array(list) if list.iter().all(Value::is_object) => {
+                        merged.extend(list.into_iter().filter_map(|v| match v {
+                            Value::Object(m) => Some(m),
+                            _ => None,
+                        }));
+                    }
+                    _ => {
+                        return Err(de::Error::custom(
+                            "a merge key (<<) takes a mapping or a list of mappings",
+                        ));
+                    }
+                }
+                continue;
+            }
             if fields.contains_key(&key) {
                 let shown = crate::text::printable(&key, crate::text::MAX_VALUE_CHARS);
                 return Err(de::Error::custom(format!(
@@ -82,6 +106,9 @@ impl<'de> Visitor<'de> for DocumentVisitor {
                 )));
             }
             fields.insert(key, value);
+        }
+        for (key, value) in merged.into_iter().flatten() {
+            fields.entry(key).or_insert(value);
         }
         Ok(Value::Object(fields))
     }
@@ -112,6 +139,17 @@ mod tests {
             v,
             serde_json::json!({"a": 1, "0x10": "x", "b": [true, 1.5, null, "s"]})
         );
+    }
+
+    /// A merge key adds the keys the mapping does not give itself: given ones win, and of a
+    /// list of mappings the first one.
+    #[test]
+    fn merge_keys_add_what_is_not_given() {
+        let text = "base: &b {a: 1, b: 2}\nother: &o {b: 3, c: 4}\nx:\n  <<: [*b, *o]\n  a: 0\n";
+        let v = read(text).unwrap();
+        assert_eq!(v["x"], serde_json::json!({"a": 0, "b": 2, "c": 4}));
+        let e = read("x: {<<: 1}\n").unwrap_err();
+        assert!(e.contains("merge key"), "{e}");
     }
 
     /// A key given twice, also as another scalar with the same text, and a tag are refused.
