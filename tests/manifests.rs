@@ -1,0 +1,75 @@
+//! Reading manifests for `plan`, `apply` and `destroy`: streams of documents in YAML or JSON,
+//! and the problems they are refused for, as `kubectl apply --validate=strict` reads them.
+
+use mailtarget_operator::manifest::load_str;
+
+const SUB: &str = r#"{"apiVersion": "mailtarget.co/v1alpha1", "kind": "SubAccount", "metadata": {"name": "NAME"}, "spec": {"name": "NAME"}}"#;
+
+fn sub(name: &str) -> String {
+    SUB.replace("NAME", name)
+}
+
+/// A `.json` file may hold a stream of JSON objects, one after the other, as kubectl's
+/// YAML-or-JSON decoder reads it (`kubectl get -o json` of several objects, `jq -c` output).
+#[test]
+fn a_stream_of_json_objects_is_read_object_by_object() {
+    for separator in ["", "\n", " \n\t"] {
+        let text = format!("{}{separator}{}\n", sub("a"), sub("b"));
+        let set = load_str("two.json", &text).unwrap_or_else(|e| panic!("{separator:?}: {e}"));
+        let names: Vec<&str> = set.resources.iter().map(|r| r.resource.name()).collect();
+        assert_eq!(names, ["a", "b"], "{separator:?}");
+    }
+    // A problem in the second object names it.
+    let text = format!("{}\n{}\n", sub("a"), sub("Bad_Name"));
+    let errors = load_str("two.json", &text).unwrap_err().to_string();
+    assert!(errors.contains("two.json (document 2)"), "{errors}");
+    assert!(errors.contains("metadata.name"), "{errors}");
+    // A syntax error is still one, with its place.
+    let errors = load_str("two.json", &format!("{}\n{{\"kind\": ", sub("a")))
+        .unwrap_err()
+        .to_string();
+    assert!(errors.contains("two.json (document 2)"), "{errors}");
+    assert!(errors.contains("not valid JSON"), "{errors}");
+}
+
+/// Every problem of a document is reported at once, as the API server lists every field error
+/// of an object: a bad name does not hide a bad namespace or an unknown field of the spec.
+#[test]
+fn every_problem_of_a_document_is_reported() {
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: Bad_Name\n  namespace: Bad_Space\nspec:\n  secretName: s\n  bogus: 1\n  allowedIps: [\"10.0.0.300\"]\n";
+    let errors = load_str("key.yaml", text).unwrap_err().to_string();
+    for field in [
+        "metadata.name:",
+        "metadata.namespace:",
+        "spec.bogus:",
+        "spec.allowedIps[0]:",
+    ] {
+        assert!(errors.contains(field), "{field}: {errors}");
+    }
+}
+
+/// The third and later definitions of one object, or claims of one API object, point to the
+/// first one, which is the one to keep.
+#[test]
+fn repeated_definitions_point_to_the_first() {
+    let text = [sub("a"), sub("a"), sub("a")].join("\n---\n");
+    let errors = load_str("subs.yaml", &text).unwrap_err().to_string();
+    assert_eq!(
+        errors
+            .matches("also defined at subs.yaml (document 1)")
+            .count(),
+        2,
+        "{errors}"
+    );
+    let claims = ["a", "b", "c"]
+        .map(|n| SUB.replacen("NAME", n, 1).replace("NAME", "Team"))
+        .join("\n---\n");
+    let errors = load_str("subs.yaml", &claims).unwrap_err().to_string();
+    assert_eq!(
+        errors
+            .matches("also claimed by SubAccount \"a\" at subs.yaml (document 1)")
+            .count(),
+        2,
+        "{errors}"
+    );
+}
