@@ -19,6 +19,26 @@ fn a_stream_of_json_objects_is_read_object_by_object() {
         let names: Vec<&str> = set.resources.iter().map(|r| r.resource.name()).collect();
         assert_eq!(names, ["a", "b"], "{separator:?}");
     }
+    // Where the JSON stream ends, YAML documents may follow (kubectl reads them too).
+    let yaml = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: c}\nspec: {name: c}\n";
+    let text = format!("{}{}\n---\n{yaml}", sub("a"), sub("b"));
+    let set = load_str("mixed.json", &text).unwrap();
+    let names: Vec<&str> = set.resources.iter().map(|r| r.resource.name()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    let errors = load_str(
+        "mixed.json",
+        &format!("{}\n---\n{yaml}  bad: [\n", sub("a")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        errors.contains("mixed.json (document 2): not valid YAML"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("line 7"),
+        "YAML's lines are the file's: {errors}"
+    );
     // A problem in the second object names it.
     let text = format!("{}\n{}\n", sub("a"), sub("Bad_Name"));
     let errors = load_str("two.json", &text).unwrap_err().to_string();

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::document::Document;
-use super::schema_check;
+use super::schema_check::{self, Violation};
 use super::{Loaded, ManifestError, ManifestErrors, Resource, Source};
 use crate::crd::GROUP;
 use crate::text::{MAX_VALUE_CHARS, printable};
@@ -292,21 +292,21 @@ fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<
         ));
         return;
     }
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (index, document) in documents(text).into_iter().enumerate() {
         let source = Source {
             file: file.to_path_buf(),
             document: index + 1,
             item: None,
         };
-        let value = match Document::deserialize(document) {
-            Ok(Document(Value::Null)) => continue,
-            Ok(Document(v)) => v,
-            Err(e) => {
+        let value = match document {
+            Ok(Value::Null) => continue,
+            Ok(v) => v,
+            Err(message) => {
                 errors.push(ManifestError {
                     source: Some(source),
                     object: None,
                     field: None,
-                    message: format!("not valid YAML: {e}"),
+                    message,
                 });
                 // A document that cannot be read ends the stream: after a syntax error later
                 // documents cannot be located reliably.
@@ -315,6 +315,49 @@ fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<
         };
         read_document(source, value, set, errors);
     }
+}
+
+/// The documents of a file's text, each a value, up to the first that cannot be read, which is
+/// the message of its syntax error (later documents cannot be located reliably after one).
+///
+/// As kubectl's YAML-or-JSON decoder reads a file, whatever its name: a text that starts with
+/// `{` is read as a stream of JSON objects, one after the other (`jq -c` output, `cat *.json`);
+/// where that stream stops being JSON (a `---`, a flow mapping with bare keys) the rest is read
+/// as YAML documents separated by `---`. A text that is neither reports the JSON error.
+fn documents(text: &str) -> Vec<Result<Value, String>> {
+    let mut out = Vec::new();
+    let (mut consumed, mut json_error) = (0, None);
+    if text.trim_start().starts_with('{') {
+        let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Document>();
+        for document in stream.by_ref() {
+            match document {
+                Ok(Document(value)) => out.push(Ok(value)),
+                Err(e) => {
+                    json_error = Some(format!("not valid JSON: {e}"));
+                    break;
+                }
+            }
+        }
+        if json_error.is_none() {
+            return out;
+        }
+        consumed = stream.byte_offset();
+    }
+    // The JSON read is blanked out, so that YAML's lines and columns stay the file's.
+    let blanked = text[..consumed].replace(|c| c != '\n', " ") + &text[consumed..];
+    for document in serde_yaml::Deserializer::from_str(&blanked) {
+        match Document::deserialize(document) {
+            Ok(Document(value)) => out.push(Ok(value)),
+            Err(e) => {
+                let json = text[consumed..].trim_start().starts_with('{');
+                out.push(Err(json_error
+                    .filter(|_| json)
+                    .unwrap_or_else(|| format!("not valid YAML: {e}"))));
+                break;
+            }
+        }
+    }
+    out
 }
 
 fn read_document(
@@ -408,11 +451,9 @@ fn read_document(
         ));
         return;
     }
-    if let Some(problem) = metadata_problem(&doc) {
-        errors.push(error(object, Some(problem.0), problem.1));
-        return;
-    }
-    let violations = schema_check::check(kind, &doc);
+    // Every field error of the document at once, as the API server lists them all.
+    let mut violations = metadata_problems(&doc);
+    violations.extend(schema_check::check(kind, &doc));
     if !violations.is_empty() {
         for v in violations {
             let field = (!v.field.is_empty()).then_some(v.field.as_str());
@@ -494,35 +535,40 @@ fn typed<T: serde::de::DeserializeOwned>(doc: &Value) -> Result<T, (String, Stri
     serde_path_to_error::deserialize(doc).map_err(|e| (e.path().to_string(), e.inner().to_string()))
 }
 
-/// Checks `metadata.name` (required, a DNS-1123 subdomain) and `metadata.namespace`
-/// (a DNS-1123 label), as the API server would.
-fn metadata_problem(doc: &Value) -> Option<(&'static str, String)> {
-    let name = doc.pointer("/metadata/name").and_then(Value::as_str);
-    let Some(name) = name else {
-        return Some(("metadata.name", "required: give the resource a name".into()));
+/// The problems of `metadata.name` (required, a DNS-1123 subdomain) and `metadata.namespace`
+/// (a DNS-1123 label), as the API server checks them.
+fn metadata_problems(doc: &Value) -> Vec<Violation> {
+    let mut problems = Vec::new();
+    let mut problem = |field: &str, message: String| {
+        problems.push(Violation {
+            field: field.into(),
+            message,
+        })
     };
-    if !is_dns1123_subdomain(name) {
-        return Some((
+    match doc.pointer("/metadata/name").and_then(Value::as_str) {
+        None => problem("metadata.name", "required: give the resource a name".into()),
+        Some(name) if !is_dns1123_subdomain(name) => problem(
             "metadata.name",
             format!(
                 "{} is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
                 quoted(name)
             ),
-        ));
+        ),
+        Some(_) => {}
     }
     if let Some(ns) = doc.pointer("/metadata/namespace") {
         let ns = ns.as_str().unwrap_or_default();
         if !is_dns1123_label(ns) {
-            return Some((
+            problem(
                 "metadata.namespace",
                 format!(
                     "{} is not a valid namespace: use at most 63 lowercase letters, digits and '-'",
                     quoted(ns)
                 ),
-            ));
+            );
         }
     }
-    None
+    problems
 }
 
 /// A DNS-1123 label, as the API server checks a namespace's name.
@@ -558,7 +604,8 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
             r.namespace().to_string(),
             r.name().to_string(),
         );
-        if let Some(first) = objects.insert(key, &loaded.source) {
+        // Later definitions and claims point to the first one, the one to keep.
+        if let Some(first) = objects.get(&key) {
             errors.push(ManifestError {
                 source: Some(loaded.source.clone()),
                 object: Some(id.clone()),
@@ -567,17 +614,18 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
             });
             continue;
         }
+        objects.insert(key, &loaded.source);
         for (field, secret) in r.secret_names() {
-            if let Some((first, first_id)) = secrets.insert(
-                (r.namespace().to_string(), secret.to_string()),
-                (&loaded.source, id.clone()),
-            ) {
+            let at = (r.namespace().to_string(), secret.to_string());
+            if let Some((first, first_id)) = secrets.get(&at) {
                 errors.push(ManifestError {
                     source: Some(loaded.source.clone()),
                     object: Some(id.clone()),
                     field: Some(field.into()),
                     message: format!("Secret \"{secret}\" is also written by {first_id} at {first}; each resource needs a Secret of its own (SecretConflict)"),
                 });
+            } else {
+                secrets.insert(at, (&loaded.source, id.clone()));
             }
         }
         let account = crate::offline::accounts::of(r);
@@ -593,16 +641,16 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
             Resource::SendingDomain(_) => String::new(),
         };
         let (field, natural_key) = crate::engine::validate::natural_key(r);
-        if let Some((first, first_id)) = natural.insert(
-            (r.kind(), account, placed, natural_key.clone()),
-            (&loaded.source, id.clone()),
-        ) {
+        let claim = (r.kind(), account, placed, natural_key.clone());
+        if let Some((first, first_id)) = natural.get(&claim) {
             errors.push(ManifestError {
                 source: Some(loaded.source.clone()),
                 object: Some(id.clone()),
                 field: Some(field.into()),
                 message: format!("\"{natural_key}\" is also claimed by {first_id} at {first}; two resources cannot manage the same API object"),
             });
+        } else {
+            natural.insert(claim, (&loaded.source, id.clone()));
         }
     }
     for loaded in resources {
