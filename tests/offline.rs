@@ -334,6 +334,24 @@ async fn simulate_flag_and_missing_key() {
         "a missing setting is a usage error"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("MAILTARGET_API_KEY"));
+    // --simulate ignores the service's addresses: given as flags they are a usage error, not
+    // silently dropped; from the environment (here the simulator's) they are left unused.
+    let examples = single_account_examples();
+    let path = examples.path().to_str().unwrap();
+    let sim = simulator().await;
+    for flag in ["--api-url", "--transmission-url"] {
+        let args = ["plan", "-f", path, "--simulate", flag, "http://127.0.0.1:9"];
+        let out = run_binary(&args, Some(&sim)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {shown}");
+        assert!(
+            shown.contains(&format!("{flag} cannot be used with --simulate")),
+            "{shown}"
+        );
+    }
+    let out = run_binary(&["apply", "-f", path, "--simulate"], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(sim.request_log().is_empty(), "{:?}", sim.request_log());
     // So is an unusable one: a key with a control character (never printed).
     let examples_dir = single_account_examples();
     let path = examples_dir.path().to_str().unwrap();
