@@ -141,7 +141,8 @@ impl ApiArgs {
     /// environment), so one of the two is dropped.
     ///
     /// Errors (clap's `ArgumentConflict`): both flags given, or both environment variables
-    /// set and neither flag.
+    /// set and neither flag; `--api-url` or `--transmission-url` given with `--simulate`,
+    /// which would ignore them (their environment variables are ignored under `--simulate`).
     pub fn prefer_flags(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
         use clap::parser::ValueSource::{CommandLine, EnvVariable};
         let source = |id: &str| {
@@ -155,6 +156,17 @@ impl ApiArgs {
                 message.to_string(),
             ))
         };
+        let simulate = matches.ids().any(|i| i == "simulate") && matches.get_flag("simulate");
+        for (id, flag) in [
+            ("api_url", "--api-url"),
+            ("transmission_url", "--transmission-url"),
+        ] {
+            if simulate && source(id) == Some(CommandLine) {
+                return conflict(&format!(
+                    "{flag} cannot be used with --simulate, which runs against the built-in simulator: give one"
+                ));
+            }
+        }
         match (source("api_key"), source("api_key_file")) {
             (Some(CommandLine), Some(EnvVariable)) => self.api_key_file = None,
             (Some(EnvVariable), Some(CommandLine)) => self.api_key = None,
