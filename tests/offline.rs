@@ -2099,3 +2099,49 @@ async fn an_external_id_on_a_new_sub_accounts_key_is_refused_before_any_write() 
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
 }
+
+/// With `-o json`, an error that stops the run before any plan (invalid manifests, a service
+/// that cannot be reached) is still a JSON document on standard output, `{"error": {...}}`, with
+/// each manifest problem's file, document, object and field, so that a pipeline reading the
+/// output (`| jq`) sees why; the text stays on standard error.
+#[tokio::test]
+async fn json_output_reports_errors_that_stop_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        format!("{HEADER_DOMAIN}spec:\n  domain: Example.com\n  bogus: 1\n"),
+    )
+    .unwrap();
+    let sim = simulator().await;
+    let args = ["plan", "-o", "json", "-f", file.to_str().unwrap()];
+    let out = run_binary(&args, Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", output_text(&out)));
+    let error = &json["error"];
+    assert_eq!(error["exitCode"], 2, "{json}");
+    let problems = error["problems"].as_array().expect("problems");
+    let fields: Vec<&str> = problems.iter().filter_map(|p| p["field"].as_str()).collect();
+    assert_eq!(fields, ["spec.domain", "spec.bogus"], "{json}");
+    assert_eq!(problems[0]["file"], file.to_str().unwrap(), "{json}");
+    assert_eq!(problems[0]["document"], 1, "{json}");
+    assert_eq!(problems[0]["object"], "SendingDomain \"d\"", "{json}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("spec.bogus"));
+
+    // A service that cannot be reached: exit 1, the message in JSON, and no key in it.
+    let examples = single_account_examples();
+    let path = examples.path().to_str().unwrap();
+    let unreachable = "http://127.0.0.1:9";
+    for command in ["plan", "apply"] {
+        let args = [command, "-o", "json", "-f", path, "--api-url", unreachable];
+        let out = run_binary(&args, Some(&sim)).await;
+        assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", output_text(&out)));
+        let message = json["error"]["message"].as_str().expect("message");
+        assert!(message.contains("127.0.0.1:9"), "{json}");
+        assert!(!message.contains(KEY), "{json}");
+        assert_eq!(json["error"]["exitCode"], 1, "{json}");
+    }
+}
