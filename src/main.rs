@@ -10,6 +10,7 @@ use mailtarget_operator::controller::{LogFormat, RunArgs};
 use mailtarget_operator::offline::cli::{
     ApplyArgs, DestroyArgs, PlanCommand, run_apply, run_destroy, run_plan,
 };
+use mailtarget_operator::offline::render::OutputFormat;
 use mailtarget_operator::simulator::cli::SimulatorArgs;
 
 /// Kubernetes operator that makes a Mailtarget email-delivery account declarative.
@@ -50,6 +51,17 @@ enum Command {
 
 impl Command {
     /// How the subcommand reaches the service, for those that do.
+    /// True when the subcommand was asked for `-o json`.
+    fn json_output(&self) -> bool {
+        let output = match self {
+            Command::Plan(args) => args.plan.output,
+            Command::Apply(args) => args.plan.output,
+            Command::Destroy(args) => args.plan.output,
+            _ => return false,
+        };
+        output == OutputFormat::Json
+    }
+
     fn api_mut(&mut self) -> Option<&mut ApiArgs> {
         match self {
             Command::Plan(args) => Some(&mut args.plan.api),
@@ -157,6 +169,7 @@ async fn cli_main() -> ExitCode {
     // With `plan --detailed-exitcode`, 2 means "changes pending": every error exits 1, as with
     // Terraform.
     let errors_exit_1 = matches!(&cli.command, Command::Plan(args) if args.detailed_exitcode);
+    let json_output = cli.command.json_output();
     let result: Result<i32, CliError> = match cli.command {
         Command::Crds { out_dir } => crds(out_dir.as_deref()),
         Command::Plan(args) => run_plan(args).await,
@@ -174,8 +187,13 @@ async fn cli_main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
+            let code = if errors_exit_1 { 1 } else { e.exit_code() };
+            // Under `-o json` the output stays JSON, also when the run stopped before a plan.
+            if json_output {
+                println!("{}", e.to_json(code));
+            }
             eprintln!("error: {}", e.for_terminal());
-            ExitCode::from(if errors_exit_1 { 1 } else { e.exit_code() })
+            ExitCode::from(code)
         }
     }
 }

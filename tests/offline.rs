@@ -2122,7 +2122,10 @@ async fn json_output_reports_errors_that_stop_the_run() {
     let error = &json["error"];
     assert_eq!(error["exitCode"], 2, "{json}");
     let problems = error["problems"].as_array().expect("problems");
-    let fields: Vec<&str> = problems.iter().filter_map(|p| p["field"].as_str()).collect();
+    let fields: Vec<&str> = problems
+        .iter()
+        .filter_map(|p| p["field"].as_str())
+        .collect();
     assert_eq!(fields, ["spec.domain", "spec.bogus"], "{json}");
     assert_eq!(problems[0]["file"], file.to_str().unwrap(), "{json}");
     assert_eq!(problems[0]["document"], 1, "{json}");

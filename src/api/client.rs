@@ -407,6 +407,12 @@ impl Client {
             }
         } else {
             let err = err.without_url();
+            // Where it tried, without the URL's user information or path.
+            let origin = match endpoint.host {
+                Host::Api => self.inner.api_url.origin(),
+                Host::Transmission => self.inner.transmission_url.origin(),
+            };
+            let at = format!(" (reaching {})", origin.ascii_serialization());
             let message = match untrusted_certificate(&err) {
                 Some(problem) => format!(
                     "the server's TLS certificate is not trusted ({problem}); if the API is reached through a proxy or gateway with its own certificate authority, give that CA's certificate with --ca-bundle (MAILTARGET_CA_BUNDLE)"
@@ -415,7 +421,7 @@ impl Client {
             };
             ApiError::Transport {
                 endpoint: endpoint.label,
-                message,
+                message: message + &at,
             }
         }
     }

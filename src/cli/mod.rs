@@ -51,6 +51,25 @@ impl CliError {
         }
     }
 
+    /// The error as `-o json` prints it on standard output, so that a pipeline reading the
+    /// output sees why the run stopped: `{"error": {"message", "exitCode", "problems"}}`,
+    /// `problems` (invalid manifests only) holding each [`ManifestError`](crate::manifest::ManifestError)
+    /// as JSON. The message is the one of [`Display`](std::fmt::Display) (for invalid
+    /// manifests, its first line); like it, it holds no secret.
+    pub fn to_json(&self, exit_code: u8) -> serde_json::Value {
+        let text = self.to_string();
+        let message = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(':');
+        let mut error = serde_json::json!({"message": message, "exitCode": exit_code});
+        if let CliError::Manifests(errors) = self {
+            error["problems"] = errors.0.iter().map(|e| e.to_json()).collect();
+        }
+        serde_json::json!({ "error": error })
+    }
+
     /// The process exit code: 2 for invalid input or usage (manifests that fail validation, a
     /// missing or invalid setting), 1 for a failure while running (the service, local I/O).
     pub fn exit_code(&self) -> u8 {

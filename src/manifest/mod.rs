@@ -173,6 +173,30 @@ pub struct ManifestError {
 }
 
 impl ManifestError {
+    /// The problem as JSON, for `-o json`: `{"file", "document", "item", "object", "field",
+    /// "message"}`, each present when known (`document` is 1-based; `item` the 1-based item of
+    /// a `List`). Values are as read, not escaped for a terminal.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut json = serde_json::Map::new();
+        if let Some(source) = &self.source {
+            json.insert("file".into(), source.file.to_string_lossy().into());
+            if source.document > 0 {
+                json.insert("document".into(), source.document.into());
+            }
+            if let Some(item) = source.item {
+                json.insert("item".into(), item.into());
+            }
+        }
+        if let Some(object) = &self.object {
+            json.insert("object".into(), object.as_str().into());
+        }
+        if let Some(field) = &self.field {
+            json.insert("field".into(), field.as_str().into());
+        }
+        json.insert("message".into(), self.message.as_str().into());
+        json.into()
+    }
+
     pub(crate) fn at_path(path: &Path, message: impl Into<String>) -> Self {
         ManifestError {
             source: Some(Source {
