@@ -237,6 +237,21 @@ mod tests {
         assert_eq!(args.verify_after_calls, 1);
         assert!(parse(&["--api-key", "k", "--error-rate", "1.5"]).is_err());
         assert!(parse(&["--api-key", "k", "--rate-limit-rps", "0"]).is_err());
+        // A key that is empty or only spaces would let `Authorization: Bearer ` in.
+        for key in ["", "  "] {
+            assert!(parse(&["--api-key", key]).is_err(), "{key:?}");
+            assert!(parse(&["--api-key", "k", "--admin-key", key]).is_err(), "{key:?}");
+        }
+    }
+
+    /// An address that cannot be bound is named in the error.
+    #[tokio::test]
+    async fn an_address_in_use_is_named() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap().to_string();
+        let args = parse(&["--api-key", "k", "--listen", &addr]).unwrap();
+        let error = serve(args, Vec::new(), async {}).await.unwrap_err();
+        assert!(error.to_string().contains(&addr), "{error}");
     }
 
     /// A writer that forwards each write to a channel.
