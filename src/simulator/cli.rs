@@ -18,7 +18,7 @@ pub struct SimulatorArgs {
     #[arg(long, default_value = "127.0.0.1:8025")]
     pub listen: SocketAddr,
     /// Company API key that the simulator accepts (`Authorization: Bearer <key>`).
-    #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true)]
+    #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true, value_parser = parse_key)]
     pub api_key: String,
     /// Add an address to the suppression list (repeatable). Applied to transmissions with
     /// `optionsAttributes.transactional: false`.
@@ -43,7 +43,7 @@ pub struct SimulatorArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Key for the /_simulator control endpoints (default: the API key).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_key)]
     pub admin_key: Option<String>,
     /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
     /// --tls-key.
@@ -125,6 +125,16 @@ impl SimulatorArgs {
     }
 }
 
+/// A key the simulator accepts: not empty nor only spaces (which would let a request with
+/// `Authorization: Bearer ` and nothing after it in). Only a blank value is refused, so the
+/// error clap prints with it shows nothing secret.
+fn parse_key(key: &str) -> Result<String, String> {
+    if key.trim().is_empty() {
+        return Err("the key is empty: give a non-empty key".into());
+    }
+    Ok(key.to_string())
+}
+
 /// Runs the simulator until SIGINT or SIGTERM.
 ///
 /// # Errors
@@ -152,7 +162,10 @@ where
 {
     let mut config = args.to_config();
     config.tls = args.tls_identity()?;
-    let simulator = Simulator::start(config).await?;
+    let listen = config.listen;
+    let simulator = Simulator::start(config)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot serve on {listen}: {e}")))?;
     writeln!(out, "listening on {}", simulator.base_url())?;
     out.flush()?;
     tracing::info!(addr = %simulator.addr(), "simulator serving");
@@ -240,7 +253,10 @@ mod tests {
         // A key that is empty or only spaces would let `Authorization: Bearer ` in.
         for key in ["", "  "] {
             assert!(parse(&["--api-key", key]).is_err(), "{key:?}");
-            assert!(parse(&["--api-key", "k", "--admin-key", key]).is_err(), "{key:?}");
+            assert!(
+                parse(&["--api-key", "k", "--admin-key", key]).is_err(),
+                "{key:?}"
+            );
         }
     }
 
