@@ -74,3 +74,23 @@ pub async fn serve(
     });
     Ok(bound)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An address that cannot be bound (`--metrics-addr` taken) is named in the error.
+    #[tokio::test]
+    async fn an_address_in_use_is_named() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let health = Health {
+            metrics: Default::default(),
+            readiness: std::sync::Arc::new(crate::controller::readiness::Readiness::new(
+                crate::controller::readiness::Role::Leader,
+            )),
+        };
+        let error = serve(addr, health, async {}).await.unwrap_err();
+        assert!(error.to_string().contains(&addr.to_string()), "{error}");
+    }
+}
