@@ -56,13 +56,15 @@ pub fn router(health: Health) -> Router {
 
 /// Binds `addr` and serves the endpoints until `shutdown` resolves.
 ///
-/// Errors: the address cannot be bound.
+/// Errors: the address cannot be bound (the message names it).
 pub async fn serve(
     addr: SocketAddr,
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot serve on {addr}: {e}")))?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router(health))
