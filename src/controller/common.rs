@@ -71,34 +71,28 @@ pub const UNAUTHORIZED_ADVICE: &str = "; check the key of the account the resour
 pub fn api_failure(e: &ApiError, doing: &str) -> Outcome {
     let message = format!("{doing} failed: {e}");
     if e.is_retryable() {
-        Outcome::Progressing {
-            reason: "ApiUnavailable",
-            message: format!("{message}; retrying with backoff"),
-        }
+        Outcome::progressing(
+            "ApiUnavailable",
+            format!("{message}; retrying with backoff"),
+        )
     } else if e.is_not_found() {
-        Outcome::Progressing {
-            reason: "ExternalObjectGone",
-            message: format!(
+        Outcome::progressing(
+            "ExternalObjectGone",
+            format!(
                 "{message}; the object was deleted at the service, looking for it again at the next resync"
             ),
-        }
+        )
     } else if e.is_unreadable_answer() {
-        Outcome::Progressing {
-            reason: "InvalidApiResponse",
-            message: format!(
+        Outcome::progressing(
+            "InvalidApiResponse",
+            format!(
                 "{message}; the service's answer was not understood, retrying at the next resync"
             ),
-        }
+        )
     } else if e.status() == Some(401) {
-        Outcome::Stalled {
-            reason: "Unauthorized",
-            message: format!("{message}{UNAUTHORIZED_ADVICE}"),
-        }
+        Outcome::stalled("Unauthorized", format!("{message}{UNAUTHORIZED_ADVICE}"))
     } else {
-        Outcome::Stalled {
-            reason: "ApiRejected",
-            message: format!("{message}; fix the spec"),
-        }
+        Outcome::stalled("ApiRejected", format!("{message}; fix the spec"))
     }
 }
 

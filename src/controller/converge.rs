@@ -65,10 +65,7 @@ pub async fn converge<K: Managed>(
             (*managed, client, reserved.as_ref())
         }
         Placement::Waiting(reason, message) => {
-            let outcome = Outcome::Progressing {
-                reason,
-                message: message.clone(),
-            };
+            let outcome = Outcome::progressing(reason, message.clone());
             return Ok(Converged {
                 requeue: Some(Action::requeue(ctx.resync_delay())),
                 ..Converged::new(outcome, old.clone())
@@ -209,10 +206,7 @@ async fn converge_placed<K: Managed>(
             "managementPolicy is ObserveOnly and no {} matches; nothing is created",
             K::NOUN
         );
-        let outcome = Outcome::Progressing {
-            reason: "ExternalObjectMissing",
-            message,
-        };
+        let outcome = Outcome::progressing("ExternalObjectMissing", message);
         return Ok(Converged::new(outcome, old.clone()));
     }
 
@@ -391,30 +385,21 @@ fn outcome<K: ManagedKind>(
             "the service differs from the spec, not corrected (ObserveOnly): {}",
             diff.join("; ")
         );
-        return Outcome::Progressing {
-            reason: crate::crd::conditions::REASON_DRIFT_DETECTED,
-            message,
-        };
+        return Outcome::progressing(crate::crd::conditions::REASON_DRIFT_DETECTED, message);
     }
     match (summary.ready, may_write) {
-        (true, true) => Outcome::Ready {
-            reason: summary.reason,
-            message: format!("{}{notes}", summary.message),
-        },
-        (true, false) => Outcome::Ready {
-            reason: crate::crd::conditions::REASON_OBSERVED,
-            message: format!("{} (ObserveOnly){notes}", summary.message),
-        },
+        (true, true) => Outcome::ready(summary.reason, format!("{}{notes}", summary.message)),
+        (true, false) => Outcome::ready(
+            crate::crd::conditions::REASON_OBSERVED,
+            format!("{} (ObserveOnly){notes}", summary.message),
+        ),
         (false, _) => {
             let mode = if may_write {
                 ""
             } else {
                 " (ObserveOnly: nothing is called to change it)"
             };
-            Outcome::Progressing {
-                reason: summary.reason,
-                message: format!("{}{mode}{notes}", summary.message),
-            }
+            Outcome::progressing(summary.reason, format!("{}{mode}{notes}", summary.message))
         }
     }
 }
@@ -575,10 +560,7 @@ async fn account_of<K: Managed>(
             Err(Err(Failure::blocked(refusal.reason, refusal.message, old)))
         }
         Err(refusal) => {
-            let outcome = Outcome::Progressing {
-                reason: refusal.reason,
-                message: refusal.message,
-            };
+            let outcome = Outcome::progressing(refusal.reason, refusal.message);
             Err(Ok(Converged {
                 requeue: Some(Action::requeue(ctx.resync_delay())),
                 ..Converged::new(outcome, old.clone())

@@ -108,10 +108,7 @@ impl<S: Clone> Failure<S> {
             let cause = message
                 .strip_suffix(super::common::UNAUTHORIZED_ADVICE)
                 .unwrap_or(message);
-            self.outcome = Outcome::Stalled {
-                reason,
-                message: format!("{cause}; {advice}"),
-            };
+            self.outcome = Outcome::stalled(reason, format!("{cause}; {advice}"));
         }
         self
     }
@@ -142,10 +139,7 @@ impl<S: Clone> Failure<S> {
 
     /// A failed Kubernetes call: retried with backoff.
     pub fn kube(reason: &'static str, e: kube::Error, status: &S) -> Box<Self> {
-        let outcome = Outcome::Progressing {
-            reason,
-            message: e.to_string(),
-        };
+        let outcome = Outcome::progressing(reason, e.to_string());
         Self::new(outcome, status.clone(), Some(Error::Kube(e)), false)
     }
 
@@ -160,10 +154,7 @@ impl<S: Clone> Failure<S> {
         let mut status = status.clone();
         status.clear_id();
         let message = conflict_message(obj, owner);
-        let outcome = Outcome::Stalled {
-            reason: CONFLICTING_OWNER,
-            message,
-        };
+        let outcome = Outcome::stalled(CONFLICTING_OWNER, message);
         Self::new(outcome, status, None, true)
     }
 
@@ -184,7 +175,7 @@ impl<S: Clone> Failure<S> {
     /// at each resync and at any change of the resource (annotations included).
     pub fn blocked(reason: &'static str, message: String, status: &S) -> Box<Self> {
         Self::new(
-            Outcome::Stalled { reason, message },
+            Outcome::stalled(reason, message),
             status.clone(),
             None,
             true,
@@ -194,7 +185,7 @@ impl<S: Clone> Failure<S> {
     /// Progress needs the user: `Stalled=True` with `message` saying what to fix.
     pub fn stalled(reason: &'static str, message: String, status: &S) -> Box<Self> {
         Self::new(
-            Outcome::Stalled { reason, message },
+            Outcome::stalled(reason, message),
             status.clone(),
             None,
             false,
@@ -421,12 +412,12 @@ async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Err
         Error::Account(r) => r.reason,
         _ => "CleanupFailed",
     };
-    let outcome = Outcome::Stalled {
+    let outcome = Outcome::stalled(
         reason,
-        message: format!(
+        format!(
             "deleting the object at the service failed: {e}. The finalizer stays until the deletion succeeds: fix the cause, or set spec.deletionPolicy to Orphan to leave the object at the service"
         ),
-    };
+    );
     let mut status = obj.last_status();
     set_conditions(status.conditions_mut(), &outcome, obj.meta().generation);
     status.set_observed_generation(obj.meta().generation);
@@ -461,10 +452,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     if old.conditions().is_empty() {
         // Flux and Argo CD must never see a new object as done: Ready=False comes first.
         let mut first = old.clone();
-        let outcome = Outcome::Progressing {
-            reason: "Reconciling",
-            message: "first reconcile".into(),
-        };
+        let outcome = Outcome::progressing("Reconciling", "first reconcile");
         set_conditions(first.conditions_mut(), &outcome, generation);
         write_status(api, &name, &first, &revision).await?;
     }

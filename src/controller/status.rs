@@ -43,6 +43,24 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// [`Outcome::Ready`] with `reason` and `message`.
+    pub fn ready(reason: &'static str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Outcome::Ready { reason, message }
+    }
+
+    /// [`Outcome::Progressing`] with `reason` and `message`.
+    pub fn progressing(reason: &'static str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Outcome::Progressing { reason, message }
+    }
+
+    /// [`Outcome::Stalled`] with `reason` and `message`.
+    pub fn stalled(reason: &'static str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        Outcome::Stalled { reason, message }
+    }
+
     /// True for [`Outcome::Ready`].
     pub fn is_ready(&self) -> bool {
         matches!(self, Outcome::Ready { .. })
@@ -163,24 +181,15 @@ mod tests {
     fn outcomes_map_to_kstatus_conditions() {
         let cases = [
             (
-                Outcome::Ready {
-                    reason: "Available",
-                    message: String::new(),
-                },
+                Outcome::ready("Available", String::new()),
                 ["True", "False", "False"],
             ),
             (
-                Outcome::Progressing {
-                    reason: "Creating",
-                    message: "x".into(),
-                },
+                Outcome::progressing("Creating", "x"),
                 ["False", "True", "False"],
             ),
             (
-                Outcome::Stalled {
-                    reason: "InvalidSpec",
-                    message: "x".into(),
-                },
+                Outcome::stalled("InvalidSpec", "x"),
                 ["False", "False", "True"],
             ),
         ];

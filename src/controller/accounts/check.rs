@@ -36,44 +36,44 @@ pub(super) async fn read_key(
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), namespace);
     let shown = format!("Secret \"{namespace}/{}\"", reference.name);
     let Some(secret) = secrets.get_opt(&reference.name).await? else {
-        return Ok(Err(Outcome::Stalled {
-            reason: "CredentialsNotFound",
-            message: format!(
+        return Ok(Err(Outcome::stalled(
+            "CredentialsNotFound",
+            format!(
                 "{shown} not found: create it with the API key under the key \"{}\"",
                 reference.key
             ),
-        }));
+        )));
     };
     let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(&reference.key)) else {
-        return Ok(Err(Outcome::Stalled {
-            reason: "CredentialsNotFound",
-            message: format!(
+        return Ok(Err(Outcome::stalled(
+            "CredentialsNotFound",
+            format!(
                 "{shown} has no key \"{}\": put the API key under it or set spec.credentials.secretRef.key",
                 reference.key
             ),
-        }));
+        )));
     };
     let Ok(text) = std::str::from_utf8(&bytes.0) else {
-        return Ok(Err(Outcome::Stalled {
-            reason: "CredentialsInvalid",
-            message: format!("{shown} key \"{}\" is not UTF-8 text", reference.key),
-        }));
+        return Ok(Err(Outcome::stalled(
+            "CredentialsInvalid",
+            format!("{shown} key \"{}\" is not UTF-8 text", reference.key),
+        )));
     };
     let key = text.trim();
     if key.is_empty() {
-        return Ok(Err(Outcome::Stalled {
-            reason: "CredentialsInvalid",
-            message: format!("{shown} key \"{}\" is empty", reference.key),
-        }));
+        return Ok(Err(Outcome::stalled(
+            "CredentialsInvalid",
+            format!("{shown} key \"{}\" is empty", reference.key),
+        )));
     }
     if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
-        return Ok(Err(Outcome::Stalled {
-            reason: "CredentialsInvalid",
-            message: format!(
+        return Ok(Err(Outcome::stalled(
+            "CredentialsInvalid",
+            format!(
                 "{shown} key \"{}\" holds characters not allowed in an HTTP header (a line break inside the key?)",
                 reference.key
             ),
-        }));
+        )));
     }
     let version = secret.metadata.resource_version.clone().unwrap_or_default();
     Ok(Ok((SecretString::from(key.to_owned()), version)))
@@ -238,33 +238,33 @@ pub(super) fn ready(api_url: &str, found: &Found) -> Outcome {
         _ => "scope unknown: the key is not in the key list the service showed; declare spec.scope"
             .to_owned(),
     };
-    Outcome::Ready {
-        reason: "Authenticated",
-        message: format!("authenticated at {api_url}; {scope}"),
-    }
+    Outcome::ready(
+        "Authenticated",
+        format!("authenticated at {api_url}; {scope}"),
+    )
 }
 
 /// The outcome of a failed read.
 pub(super) fn failed(api_url: &str, shown_secret: &str, e: &ApiError) -> Outcome {
     if e.status() == Some(401) {
-        Outcome::Stalled {
-            reason: "Unauthorized",
-            message: format!(
+        Outcome::stalled(
+            "Unauthorized",
+            format!(
                 "the service at {api_url} refused the API key in {shown_secret}: {e}; put a valid key there"
             ),
-        }
+        )
     } else if e.is_retryable() {
-        Outcome::Progressing {
-            reason: "Unreachable",
-            message: format!("cannot reach the service at {api_url}: {e}; retrying with backoff"),
-        }
+        Outcome::progressing(
+            "Unreachable",
+            format!("cannot reach the service at {api_url}: {e}; retrying with backoff"),
+        )
     } else {
-        Outcome::Stalled {
-            reason: "ApiRejected",
-            message: format!(
+        Outcome::stalled(
+            "ApiRejected",
+            format!(
                 "the service at {api_url} answered the authenticated read with an error: {e}; check spec.apiUrl"
             ),
-        }
+        )
     }
 }
 

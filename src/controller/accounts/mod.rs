@@ -265,15 +265,15 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
 /// The status outcome of an Account being deleted that waits for its `users` (see
 /// [`in_use`]): `Ready=False`, reason `Deleting`, naming them.
 fn waiting(users: &[String]) -> Outcome {
-    Outcome::Progressing {
-        reason: registry::DELETING,
-        message: format!(
+    Outcome::progressing(
+        registry::DELETING,
+        format!(
             "being deleted: waits until the {} resources using it are deleted, through it ({}); the finalizer {} stays until then, and new work through it is refused",
             users.len(),
             in_use::describe(users),
             in_use::IN_USE_FINALIZER
         ),
-    }
+    )
 }
 
 /// What the key's scope fields of `status` say, as a check would have found it.
@@ -365,10 +365,10 @@ async fn check_one<K: AccountObject>(
     last: Option<memo::LastCheck>,
 ) -> Result<Step> {
     if let Some(problem) = obj.spec_problem() {
-        return Ok(Checking::before_read(Outcome::Stalled {
-            reason: "InvalidSpec",
-            message: problem,
-        }));
+        return Ok(Checking::before_read(Outcome::stalled(
+            "InvalidSpec",
+            problem,
+        )));
     }
     let registry = &ctx.accounts;
     let connection = obj.connection();

@@ -135,17 +135,11 @@ mod tests {
     }
 
     fn ready() -> Outcome {
-        Outcome::Ready {
-            reason: "Authenticated",
-            message: "ok".into(),
-        }
+        Outcome::ready("Authenticated", "ok")
     }
 
     fn stalled(reason: &'static str) -> Outcome {
-        Outcome::Stalled {
-            reason,
-            message: "no".into(),
-        }
+        Outcome::stalled(reason, "no")
     }
 
     /// An instance looking in another namespace replaces a status only when it found the
