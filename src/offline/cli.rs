@@ -167,7 +167,7 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
     print!(
         "{}",
         match args.output {
-            OutputFormat::Text => render::plan_text(&plan),
+            OutputFormat::Text => render::plan_text(&plan, false),
             OutputFormat::Json => render::plan_json(&plan, false),
         }
     );
@@ -207,14 +207,6 @@ enum Carry<'a> {
 }
 
 impl Carry<'_> {
-    /// The plan as text, as `apply` or `destroy` shows it.
-    fn plan_text(&self, plan: &plan::OfflinePlan) -> String {
-        match self {
-            Carry::Apply(_) => render::plan_text(plan),
-            Carry::Destroy => render::deletion_plan_text(plan),
-        }
-    }
-
     /// True for `destroy`.
     fn deletes(&self) -> bool {
         matches!(self, Carry::Destroy)
@@ -239,7 +231,7 @@ async fn carry_out(
     let why = if plan.has_errors() {
         match output {
             OutputFormat::Json => print!("{}", render::plan_json(&plan, carry.deletes())),
-            OutputFormat::Text => eprint!("{}", carry.plan_text(&plan)),
+            OutputFormat::Text => eprint!("{}", render::plan_text(&plan, carry.deletes())),
         }
         Some(": fix the errors in the plan first")
     } else if approve(&plan) {
@@ -267,10 +259,9 @@ async fn carry_out(
         report.outcomes.extend(part.outcomes);
     }
     shutdown(planned).await;
-    let text = match (output, &carry) {
-        (OutputFormat::Json, _) => render::apply_json(&report, carry.deletes()),
-        (OutputFormat::Text, Carry::Apply(_)) => render::apply_text(&report),
-        (OutputFormat::Text, Carry::Destroy) => render::destroy_text(&report),
+    let text = match output {
+        OutputFormat::Json => render::apply_json(&report, carry.deletes()),
+        OutputFormat::Text => render::apply_text(&report, carry.deletes()),
     };
     print!("{text}");
     if report.summary().error > 0 { 1 } else { 0 }
@@ -308,7 +299,7 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
 /// caller must pass `--auto-approve`) or without `yes`.
 fn approved(plan: &plan::OfflinePlan) -> bool {
     use std::io::{BufRead, IsTerminal, Write};
-    eprint!("{}", render::deletion_plan_text(plan));
+    eprint!("{}", render::plan_text(plan, true));
     if !std::io::stdin().is_terminal() {
         eprintln!(
             "destroy deletes or deactivates the objects above, matched by external-id or by name: run it on a terminal to confirm, or pass --auto-approve"

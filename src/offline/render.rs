@@ -11,7 +11,7 @@ use crate::text::{MAX_LINE_CHARS, printable, printable_json};
 use serde_json::json;
 
 use super::apply::ApplyReport;
-use super::plan::{Entry, OfflinePlan, Summary};
+use super::plan::{Entry, OfflinePlan};
 use crate::engine::{shown, shown_held};
 
 /// Output format of `plan` and `apply`.
@@ -116,44 +116,24 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
     }
 }
 
-/// The summary line of a plan: `Plan: X to create, Y to update, Z unchanged.`
-fn plan_summary_line(s: &Summary) -> String {
-    let line = format!(
-        "Plan: {} to create, {} to update, {} unchanged.",
-        s.create, s.update, s.unchanged
-    );
-    line + &with_errors(s.error)
-}
-
-/// The summary line of a deletion plan (`destroy`): `Destroy plan: X to delete or deactivate,
-/// Y to keep or absent.`
-fn deletion_summary_line(s: &Summary) -> String {
-    let line = format!(
-        "Destroy plan: {} to delete or deactivate, {} to keep or absent.",
-        s.delete, s.unchanged
-    );
-    line + &with_errors(s.error)
-}
-
-fn with_errors(n: usize) -> String {
-    match n {
-        0 => String::new(),
-        n => format!(" {n} with errors."),
+/// A plan as text, ending with its summary line: `Plan: X to create, Y to update, Z
+/// unchanged.`, or for a deletion plan (`destroy`, when `deletion`) `Destroy plan: X to delete
+/// or deactivate, Y to keep or absent.`; either followed by ` N with errors.` when some are.
+pub fn plan_text(plan: &OfflinePlan, deletion: bool) -> String {
+    let mut out = entries_text(plan);
+    let s = plan.summary();
+    if deletion {
+        let (delete, keep) = (s.delete, s.unchanged);
+        out +=
+            &format!("Destroy plan: {delete} to delete or deactivate, {keep} to keep or absent.");
+    } else {
+        let (create, update, unchanged) = (s.create, s.update, s.unchanged);
+        out += &format!("Plan: {create} to create, {update} to update, {unchanged} unchanged.");
     }
-}
-
-/// A plan as text.
-pub fn plan_text(plan: &OfflinePlan) -> String {
-    let mut out = entries_text(plan);
-    line!(out, "{}", plan_summary_line(&plan.summary()));
-    out
-}
-
-/// A deletion plan (`destroy`) as text.
-pub fn deletion_plan_text(plan: &OfflinePlan) -> String {
-    let mut out = entries_text(plan);
-    line!(out, "{}", deletion_summary_line(&plan.summary()));
-    out
+    if s.error > 0 {
+        out += &format!(" {} with errors.", s.error);
+    }
+    out + "\n"
 }
 
 /// The entries of a plan and the objects no manifest names, as text.
@@ -202,7 +182,7 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
 }
 
 /// A plan as JSON: `{"resources": [...], "unmanaged": [...], "summary": {...}}`, the summary
-/// of a deletion plan (`destroy`) when `deletion` ([`Summary::to_json`]).
+/// of a deletion plan (`destroy`) when `deletion` ([`super::plan::Summary::to_json`]).
 pub fn plan_json(plan: &OfflinePlan, deletion: bool) -> String {
     let doc = json!({
         "resources": plan.entries,
@@ -212,40 +192,23 @@ pub fn plan_json(plan: &OfflinePlan, deletion: bool) -> String {
     printable_json(&serde_json::to_string_pretty(&doc).unwrap_or_default()) + "\n"
 }
 
-/// An apply report as text: one line per resource, DNS records under each domain, a summary.
-pub fn apply_text(report: &ApplyReport) -> String {
+/// An apply report as text: one line per resource, DNS records under each domain, and the
+/// summary `Apply: X created, Y updated, Z unchanged.`, or for `destroy` (when `deletion`)
+/// `Destroy: X deleted or deactivated, Y kept or absent.`; `, N failed or skipped.` ends it
+/// when some did.
+pub fn apply_text(report: &ApplyReport, deletion: bool) -> String {
     let mut out = outcomes_text(report);
     let s = report.summary();
-    line!(
-        out,
-        "Apply: {} created, {} updated, {} unchanged{}",
-        s.create,
-        s.update,
-        s.unchanged,
-        failures(s.error)
-    );
-    out
-}
-
-/// A destroy report as text: one line per resource and a summary.
-pub fn destroy_text(report: &ApplyReport) -> String {
-    let mut out = outcomes_text(report);
-    let s = report.summary();
-    line!(
-        out,
-        "Destroy: {} deleted or deactivated, {} kept or absent{}",
-        s.delete,
-        s.unchanged,
-        failures(s.error)
-    );
-    out
-}
-
-fn failures(n: usize) -> String {
-    if n > 0 {
-        format!(", {n} failed or skipped.")
+    if deletion {
+        let (delete, keep) = (s.delete, s.unchanged);
+        out += &format!("Destroy: {delete} deleted or deactivated, {keep} kept or absent");
     } else {
-        ".".into()
+        let (create, update, unchanged) = (s.create, s.update, s.unchanged);
+        out += &format!("Apply: {create} created, {update} updated, {unchanged} unchanged");
+    }
+    match s.error {
+        0 => out + ".\n",
+        n => out + &format!(", {n} failed or skipped.\n"),
     }
 }
 
@@ -280,7 +243,7 @@ fn outcomes_text(report: &ApplyReport) -> String {
 }
 
 /// An apply or destroy (`deletion`) report as JSON: `{"resources": [...], "summary": {...}}`
-/// ([`Summary::to_json`]).
+/// ([`super::plan::Summary::to_json`]).
 pub fn apply_json(report: &ApplyReport, deletion: bool) -> String {
     let summary = report.summary().to_json(deletion);
     let doc = json!({ "resources": report.outcomes, "summary": summary });
