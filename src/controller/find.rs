@@ -82,7 +82,7 @@ pub struct Query<'a> {
 /// The API object `obj` manages: the kind's lookup of `desired` in `service`'s cached list
 /// (`client` reads: the account's, or the credential of the sub account `obj` is placed in)
 /// (no older than its maximum age), with any verdict other than a match confirmed against a list
-/// new enough ([`newer_than`]), and the id the resource records
+/// new enough (`newer_than`), and the id the resource records
 /// (`status.id`), when absent from the list, confirmed with one read of that object, so that an object missing from
 /// a list page (offset paging while something is deleted) is never created again.
 ///

@@ -2,7 +2,7 @@
 //! Account) that checks each account with one authenticated read and writes its status, plus
 //! the [`AccountRegistry`] that gives each managed resource the client of its account.
 //!
-//! A check (see [`check`]) reads the key from the account's Secret (a ClusterAccount's in the
+//! A check (see the `check` module) reads the key from the account's Secret (a ClusterAccount's in the
 //! operator's namespace, an Account's in its own), builds the account's client (kept, with its
 //! request budget, while key, addresses and budget stay the same), makes one authenticated read
 //! and learns the key's scope. It never writes to the service. The outcome goes to `status`
@@ -18,11 +18,11 @@
 //! the next resync). A reconcile that finds the object's generation and its Secret's
 //! `resourceVersion` as the last check left them, before the resync is due, makes no call (the
 //! Secret watch's first list names the Secret the first check read); a scope found in the key
-//! list is kept while the credential stays the same (see [`memo`]).
+//! list is kept while the credential stays the same (see the `memo` module).
 //!
 //! Accounts are shared configuration: every operator instance watches all of them, whatever its
 //! `--label-selector`, and checks each for its own use; a ClusterAccount's status has one writer
-//! among instances that read Secrets in different namespaces (see [`writer`]).
+//! among instances that read Secrets in different namespaces (see the `writer` module).
 
 mod check;
 mod dependents;

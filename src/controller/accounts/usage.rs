@@ -105,7 +105,7 @@ pub fn account_name(namespace: &str, account_ref: Option<&AccountReference>) -> 
 impl AccountRegistry {
     /// The account a resource of `namespace` with `account_ref` is reconciled through, and
     /// whether it may be, given what the resource `needs` (see the module documentation).
-    /// Makes no API call; waits at most [`FIRST_LIST_WAIT`] once, for the first list of
+    /// Makes no API call; waits at most `FIRST_LIST_WAIT` once, for the first list of
     /// ClusterAccounts.
     ///
     /// Errors: a [`Refusal`] saying why not.
