@@ -82,6 +82,31 @@ async fn api_key_created_ready_with_secret() {
     env.stop().await;
 }
 
+/// Removing `allowedIps` from a key whose spec sets no permissions lifts the restriction at
+/// the service ("empty means any address"), as it does beside permissions: the detail-only
+/// field is compared whatever else the spec sets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_allowed_ips_lifts_the_restriction() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, &CI_KEY.replace("  permissionIds: [1, 2]\n", "")).await;
+    wait_for(&keys, "ci", "Ready", key_ready).await;
+    assert_eq!(env.sim.snapshot().api_keys[0].allowed_ip, "198.51.100.7");
+    keys.patch(
+        "ci",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"allowedIps": null}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&keys, "ci", "Ready at generation 2", |k| {
+        k.metadata.generation == Some(2) && key_ready(k)
+    })
+    .await;
+    assert_eq!(env.sim.snapshot().api_keys[0].allowed_ip, "");
+    env.stop().await;
+}
+
 /// A spec change becomes exactly one PUT carrying the change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_update_is_exactly_one_put() {

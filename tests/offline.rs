@@ -1221,6 +1221,21 @@ async fn plan_shows_removals_and_unmanaged_objects() {
         "the sub account, its two keys (the operator's credential and team-a-sender) and the two domains: {shown}"
     );
     assert!(shown.contains("SubAccount 1 \"team-a\""), "{shown}");
+    // The same without permissions in the spec (the detail is read all the same), and apply
+    // lifts the restriction.
+    let text = text.replace("  permissionIds: [1, 2]\n", "");
+    let out = run_manifest("apply", dir.path(), "key.yaml", &text, &sim).await;
+    let shown = output_text(&out);
+    assert!(
+        shown.contains(r#"~ spec.allowedIps: ["198.51.100.7", "2001:db8::7"] -> (removed)"#),
+        "{shown}"
+    );
+    let keys = sim.snapshot().api_keys;
+    let ci = keys
+        .iter()
+        .find(|k| k.name == "ci-sender")
+        .expect("the key");
+    assert_eq!(ci.allowed_ip, "", "{shown}");
 }
 
 /// `--secrets-dir` never follows a symbolic link below the directory: a link planted as the
