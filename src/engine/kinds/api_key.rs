@@ -174,9 +174,11 @@ impl ManagedKind for ApiKey {
         )
     }
 
-    /// The list item lacks `permissions` and `allowedIp`.
-    fn needs_detail(d: &Desired) -> bool {
-        !d.permission_ids.is_empty() || !d.allowed_ips.is_empty()
+    /// The list item lacks `permissions` and `allowedIp`, and `allowedIp` is always managed
+    /// (an empty `spec.allowedIps` means any address, which a restriction at the service
+    /// contradicts), so every key's plan compares the detail.
+    fn needs_detail(_d: &Desired) -> bool {
+        true
     }
 
     fn plan(d: &Desired, found: Option<(Found, &Observed)>) -> Result<Planned<Call>, String> {
@@ -285,21 +287,18 @@ impl ManagedKind for ApiKey {
         }
     }
 
-    /// A status whose permissions and allowed IPs are both empty may never have been read from
-    /// a detail (keys whose spec sets neither are compared through the list only), so it does
-    /// not count when the spec needs them.
-    fn status_has_detail(d: &Desired, status: &ApiKeyStatus, item: &ApiKeyListItem) -> bool {
+    /// The status of this same key holds the detail-only fields of its last detail (the
+    /// create or update answer, or a read). A status written by an earlier version, whose keys without
+    /// permissions or allowed IPs in the spec were compared through the list only, may hold
+    /// empty lists never read: the next detail resync (spread over its interval) reads them.
+    fn status_has_detail(_d: &Desired, status: &ApiKeyStatus, item: &ApiKeyListItem) -> bool {
         status.id == Some(item.id)
-            && (!Self::needs_detail(d)
-                || !status.permissions.is_empty()
-                || !status.allowed_ips.is_empty())
     }
 
     /// The list item `i` with the detail-only fields as `status` last recorded them (from a
     /// detail read or an update's answer) when `status` describes this same key (`status.id ==
     /// i.id`); otherwise those fields are unknown (`None`) and not compared. Only for a spec
-    /// that sets permissions or allowed IPs ([`ManagedKind::needs_detail`]); use `Observed::from(i)` for
-    /// the others, whose allowed IPs are not managed.
+    /// that needs the detail ([`ManagedKind::needs_detail`]: every key's).
     fn observe_known(i: &ApiKeyListItem, status: &ApiKeyStatus) -> Observed {
         let mut o = Observed::from(i);
         if status.id == Some(i.id) {
