@@ -2163,3 +2163,91 @@ async fn json_output_reports_errors_that_stop_the_run() {
         assert_eq!(json["error"]["exitCode"], 1, "{json}");
     }
 }
+
+/// The operator's credential inside a sub account is no tenant's, in `plan`, `apply` and
+/// `destroy` as in a cluster: an ApiKey placed inside the sub account that names it (by name,
+/// or by external-id) is refused as `CredentialReserved` before any write, also before the sub
+/// account exists; a resource of the SubAccount's own namespace may manage it only when the
+/// SubAccount names it (`spec.credentialKeyName`).
+#[tokio::test]
+async fn the_credential_is_reserved_in_the_cli() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let platform = std::fs::read_to_string(examples().join("tenants/10-platform.yaml")).unwrap();
+    let key = |name: &str, annotations: &str| {
+        format!(
+            "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: grab\n  namespace: team-a\n{annotations}spec:\n  name: {name}\n  secretName: grabbed\n  subAccountRef: {{name: tenant-a, namespace: platform}}\n"
+        )
+    };
+    // Before the sub account exists: the key it would be created with is not handed out.
+    let text = platform.clone() + &key("mailtarget-operator", "");
+    let out = run_manifest("plan", dir.path(), "grab.yaml", &text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("CredentialReserved"), "{shown}");
+    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+
+    let out = run_manifest("apply", dir.path(), "platform.yaml", &platform, &sim).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let state = sim.snapshot();
+    let tenant_a = state
+        .sub_accounts
+        .iter()
+        .find(|s| s.name == "tenant-a")
+        .unwrap();
+    let credential = (state.api_keys.iter())
+        .find(|k| k.sub_account_id == tenant_a.id && k.name == "mailtarget-operator")
+        .expect("the credential");
+    let by_id = format!(
+        "  annotations:\n    mailtarget.co/external-id: \"{}\"\n",
+        credential.id
+    );
+    sim.clear_request_log();
+    for (case, text) in [
+        (
+            "by name",
+            platform.clone() + &key("mailtarget-operator", ""),
+        ),
+        ("by external-id", platform.clone() + &key("other", &by_id)),
+    ] {
+        for command in ["plan", "apply", "destroy"] {
+            let file = dir.path().join("grab.yaml");
+            std::fs::write(&file, &text).unwrap();
+            let secrets = dir.path().join("secrets");
+            let mut args = vec![command, "-f", file.to_str().unwrap()];
+            match command {
+                "apply" => args.extend(["--secrets-dir", secrets.to_str().unwrap()]),
+                "destroy" => args.push("--auto-approve"),
+                _ => {}
+            }
+            let out = run_binary(&args, Some(&sim)).await;
+            let shown = output_text(&out);
+            assert_eq!(out.status.code(), Some(1), "{case}, {command}: {shown}");
+            assert!(
+                shown.contains("CredentialReserved"),
+                "{case}, {command}: {shown}"
+            );
+            assert!(!shown.contains(credential.key.as_str()), "{shown}");
+            assert!(
+                !secrets.join("team-a/grabbed").exists(),
+                "{case}, {command}"
+            );
+        }
+    }
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "{:?}",
+        sim.request_log()
+    );
+
+    // The SubAccount's own namespace may manage a credential the SubAccount names.
+    let named = platform.replacen(
+        "  name: tenant-a\n",
+        "  name: tenant-a\n  credentialKeyName: mailtarget-operator\n",
+        1,
+    ) + "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ops\n  namespace: platform\nspec:\n  name: mailtarget-operator\n  secretName: ops\n  subAccountRef: {name: tenant-a}\n";
+    let out = run_manifest("plan", dir.path(), "named.yaml", &named, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("ApiKey platform/ops: unchanged"), "{shown}");
+}
