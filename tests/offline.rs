@@ -2242,8 +2242,8 @@ async fn the_credential_is_reserved_in_the_cli() {
 
     // The SubAccount's own namespace may manage a credential the SubAccount names.
     let named = platform.replacen(
-        "  name: tenant-a\n",
-        "  name: tenant-a\n  credentialKeyName: mailtarget-operator\n",
+        "spec:\n  name: tenant-a\n",
+        "spec:\n  name: tenant-a\n  credentialKeyName: mailtarget-operator\n",
         1,
     ) + "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: ops\n  namespace: platform\nspec:\n  name: mailtarget-operator\n  secretName: ops\n  subAccountRef: {name: tenant-a}\n";
     let out = run_manifest("plan", dir.path(), "named.yaml", &named, &sim).await;

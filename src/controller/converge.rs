@@ -93,7 +93,7 @@ struct Target<'a> {
     /// Objects found by natural key are the resource's own (see [`Placement::SubAccount`]).
     by_name_is_own: bool,
     /// The credential the resource may not manage.
-    reserved: Option<&'a (i64, String)>,
+    reserved: Option<&'a (Option<i64>, String)>,
     /// The resource's adoption policy, where its account lets it adopt.
     adoption: Option<crate::crd::AdoptionPolicy>,
 }

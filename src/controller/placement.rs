@@ -42,7 +42,7 @@ pub enum Placement {
         /// change that SubAccount chose the key already. Otherwise a tenant could take the
         /// operator's full-permission key by naming it, or cut every other namespace off by
         /// changing or deleting it.
-        reserved: Option<(i64, String)>,
+        reserved: Option<(Option<i64>, String)>,
         /// The credential key's id and name.
         credential: (i64, String),
         /// The SubAccount as messages name it: `SubAccount "namespace/name"`.
@@ -169,9 +169,13 @@ pub async fn place<K: Managed>(
                 old,
             )
         })?;
-    let named = sub.spec.api_key.is_some() || sub.spec.credential_key_name.is_some();
     let credential = (key.id, key.name);
-    let reserved = (!named || namespace != own).then(|| credential.clone());
+    let reserved = placement::reserved_for(
+        &sub,
+        namespace,
+        &own,
+        (Some(credential.0), credential.1.clone()),
+    );
     let client = (usage.service.client().calling_as(key.key))
         .map_err(|e| Failure::api(e, "calling as the sub account", old))?;
     // Objects inside it are this namespace's own only while the SubAccount owns it (not
@@ -251,23 +255,4 @@ pub async fn for_cleanup<K: Managed>(
     }
 }
 
-/// Reason of a resource that names the operator's credential inside its sub account.
-pub const REASON_CREDENTIAL_RESERVED: &str = "CredentialReserved";
-
-/// Why `obj` may not manage the API key it names by `name` or found as `found`, when that key
-/// is the reserved credential of its sub account (`reserved`, see [`Placement::SubAccount`]).
-/// Only API keys can be a credential; other kinds are never refused.
-pub fn refuse_credential<K: Managed>(
-    reserved: Option<&(i64, String)>,
-    name: &str,
-    found: Option<i64>,
-) -> Option<String> {
-    let (id, credential) = reserved.filter(|_| K::API_KEY)?;
-    let named = crate::engine::natural_key::same_key_name(name, credential);
-    (named || found == Some(*id)).then(|| {
-        format!(
-            "API key {id} \"{credential}\" is the operator's credential in this sub account and no resource may manage it; nothing is called. Give this key another name (or remove the {} annotation)",
-            crate::crd::ANNOTATION_EXTERNAL_ID
-        )
-    })
-}
+pub use crate::engine::placement::{REASON_CREDENTIAL_RESERVED, refuse_credential};

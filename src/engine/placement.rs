@@ -3,7 +3,10 @@
 //! credential there, found among the sub account's keys by name.
 
 use crate::crd::SubAccount;
-use crate::engine::natural_key;
+use crate::engine::{ManagedKind, natural_key};
+
+/// Reason of a resource that names the operator's credential inside its sub account.
+pub const REASON_CREDENTIAL_RESERVED: &str = "CredentialReserved";
 
 /// Name of the key the operator creates with a sub account as its own credential there, when
 /// the spec names none (product design, "Accounts and tenancy").
@@ -57,6 +60,40 @@ pub fn credential<'a>(
                 .join(", ")
         )),
     }
+}
+
+/// The operator's credential inside `sub`'s sub account (its id, when known, and its name) as
+/// reserved for a resource of namespace `own` (product design, "Accounts and tenancy": the
+/// credential is no tenant's): `None` when that resource may manage it, which only a resource
+/// of the SubAccount's own namespace (`sub_namespace`) may, and only when the SubAccount names
+/// its credential (`spec.credentialKeyName`, or `spec.apiKey`).
+pub fn reserved_for(
+    sub: &SubAccount,
+    sub_namespace: &str,
+    own: &str,
+    credential: (Option<i64>, String),
+) -> Option<(Option<i64>, String)> {
+    let named = sub.spec.api_key.is_some() || sub.spec.credential_key_name.is_some();
+    (!named || sub_namespace != own).then_some(credential)
+}
+
+/// Why a resource of kind `K` may not manage the API key it names by `name` or found as `found`,
+/// when that key is the reserved credential of its sub account (`reserved`, see
+/// [`reserved_for`]); `None` when it may (or `K` is no API key).
+pub fn refuse_credential<K: ManagedKind>(
+    reserved: Option<&(Option<i64>, String)>,
+    name: &str,
+    found: Option<i64>,
+) -> Option<String> {
+    let (id, credential) = reserved.filter(|_| K::API_KEY)?;
+    let named = natural_key::same_key_name(name, credential);
+    (named || (found.is_some() && found == *id)).then(|| {
+        let id = id.map(|id| format!(" {id}")).unwrap_or_default();
+        format!(
+            "API key{id} \"{credential}\" is the operator's credential in this sub account and no resource may manage it; nothing is called. Give this key another name (or remove the {} annotation)",
+            crate::crd::ANNOTATION_EXTERNAL_ID
+        )
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction};
+use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction, placement};
 use crate::manifest::{Loaded, Resource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -42,10 +42,17 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
             let Resource::SubAccount(r) = &l.resource else {
                 return None;
             };
+            let id = found.map(|f| f.id);
+            let credential_key = placement::credential_key_name(r);
+            let credential_id = id
+                .and_then(|id| placement::credential(&credential_key, id, &inventory.api_keys).ok())
+                .map(|k| k.id);
             Some(PlannedSubAccount {
                 at: (l.resource.namespace(), l.resource.name()),
-                id: found.map(|f| f.id),
+                id,
                 allowed_namespaces: r.spec.allowed_namespaces.as_ref(),
+                resource: r,
+                credential: (credential_id, credential_key),
             })
         })
         .collect();
@@ -92,6 +99,10 @@ struct PlannedSubAccount<'a> {
     id: Option<i64>,
     /// Its `spec.allowedNamespaces`.
     allowed_namespaces: Option<&'a LabelSelector>,
+    /// The SubAccount, for [`placement::reserved_for`].
+    resource: &'a SubAccount,
+    /// Its credential key's id (when it exists) and name.
+    credential: (Option<i64>, String),
 }
 
 /// True when `r`'s deletion policy takes a step (delete, deactivate) on a matched object.
@@ -124,6 +135,14 @@ fn deletion_inside<K: ManagedKind>(
         };
         if let Err(problem) = reference_allowed(sub.at, sub.allowed_namespaces, own) {
             return Err(PlanError::Blocked(format!("{shown}: {problem}")));
+        }
+        let reserved = placement::reserved_for(sub.resource, sub.at.0, own, sub.credential.clone());
+        let found = r.external_id();
+        if let Some(why) =
+            placement::refuse_credential::<K>(reserved.as_ref(), K::natural_key(&d), found)
+        {
+            let reason = placement::REASON_CREDENTIAL_RESERVED;
+            return Err(PlanError::Blocked(format!("{reason}: {why}")));
         }
         let Some(id) = sub.id else {
             let note = format!("{shown} matches no sub account: nothing is inside it");

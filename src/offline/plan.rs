@@ -334,6 +334,10 @@ struct PlannedSubAccount {
     credential_problem: Option<String>,
     /// Its `spec.allowedNamespaces`: the other namespaces whose resources may be placed inside.
     allowed_namespaces: Option<LabelSelector>,
+    /// The SubAccount, for [`placement::reserved_for`].
+    resource: SubAccount,
+    /// Its credential key's id, when it exists.
+    credential_id: Option<i64>,
 }
 
 pub(crate) async fn build_with(
@@ -419,13 +423,18 @@ async fn plan_sub_account(
     };
     let id = plan.planned.found.map(|f| f.id);
     let credential_key = plan.desired.credential_key.clone();
-    let credential = id.map(|id| {
-        placement::credential(&credential_key, id, &inventory.api_keys).map(|k| k.key.clone())
-    });
+    let credential = id.map(|id| placement::credential(&credential_key, id, &inventory.api_keys));
+    let credential_id = credential
+        .as_ref()
+        .and_then(|c| c.as_ref().ok())
+        .map(|k| k.id);
+    let credential = credential.map(|c| c.map(|k| k.key.clone()));
     let sub = PlannedSubAccount {
         namespace: loaded.resource.namespace().to_string(),
         name: loaded.resource.name().to_string(),
         allowed_namespaces: r.spec.allowed_namespaces.clone(),
+        resource: r.clone(),
+        credential_id,
         credential_problem: credential.as_ref().and_then(|c| c.as_ref().err().cloned()),
         inside: Inside {
             sub: index,
@@ -483,6 +492,13 @@ async fn plan_placed<K: ManagedKind>(
     );
     if let Some(problem) = (allowed.as_ref().err()).or(sub.credential_problem.as_ref()) {
         e.error = Some(format!("SubAccount \"{}\": {problem}", sub.name));
+        return Ok((Step::Invalid, None));
+    }
+    let credential = (sub.credential_id, sub.inside.credential_key.clone());
+    let reserved = placement::reserved_for(&sub.resource, &sub.namespace, own, credential);
+    let name = K::natural_key(&d);
+    if let Some(why) = placement::refuse_credential::<K>(reserved.as_ref(), name, external_id) {
+        e.error = Some(format!("{}: {why}", placement::REASON_CREDENTIAL_RESERVED));
         return Ok((Step::Invalid, None));
     }
     let inside = Some(sub.inside.clone());
