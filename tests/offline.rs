@@ -2097,14 +2097,15 @@ async fn the_key_a_new_sub_account_is_created_with_is_not_created_twice() {
     );
 }
 
-/// An external-id on the key a new sub account is created with names nothing that can exist
-/// (the sub account does not yet): refused at plan time, so `apply` writes nothing, not even the
+/// An external-id on the key a new sub account is created with (its credential, which the
+/// SubAccount names, so that a resource of its namespace may manage it) names nothing that can
+/// exist (the sub account does not yet): refused at plan time, so `apply` writes nothing, not even the
 /// sub account.
 #[tokio::test]
 async fn an_external_id_on_a_new_sub_accounts_key_is_refused_before_any_write() {
     let sim = simulator().await;
     let dir = tempfile::tempdir().unwrap();
-    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: sa\nspec: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: cred\n  annotations:\n    mailtarget.co/external-id: \"5\"\nspec:\n  name: mailtarget-operator\n  secretName: s\n  subAccountRef:\n    name: sa\n";
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: sa\nspec: {credentialKeyName: mailtarget-operator}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: cred\n  annotations:\n    mailtarget.co/external-id: \"5\"\nspec:\n  name: mailtarget-operator\n  secretName: s\n  subAccountRef:\n    name: sa\n";
     let out = run_manifest("plan", dir.path(), "cred.yaml", text, &sim).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
