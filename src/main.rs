@@ -50,7 +50,6 @@ enum Command {
 }
 
 impl Command {
-    /// How the subcommand reaches the service, for those that do.
     /// True when the subcommand was asked for `-o json`.
     fn json_output(&self) -> bool {
         let output = match self {
@@ -62,6 +61,7 @@ impl Command {
         output == OutputFormat::Json
     }
 
+    /// How the subcommand reaches the service, for those that do.
     fn api_mut(&mut self) -> Option<&mut ApiArgs> {
         match self {
             Command::Plan(args) => Some(&mut args.plan.api),

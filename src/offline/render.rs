@@ -122,18 +122,19 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
 pub fn plan_text(plan: &OfflinePlan, deletion: bool) -> String {
     let mut out = entries_text(plan);
     let s = plan.summary();
-    if deletion {
+    let summary = if deletion {
         let (delete, keep) = (s.delete, s.unchanged);
-        out +=
-            &format!("Destroy plan: {delete} to delete or deactivate, {keep} to keep or absent.");
+        format!("Destroy plan: {delete} to delete or deactivate, {keep} to keep or absent.")
     } else {
         let (create, update, unchanged) = (s.create, s.update, s.unchanged);
-        out += &format!("Plan: {create} to create, {update} to update, {unchanged} unchanged.");
-    }
-    if s.error > 0 {
-        out += &format!(" {} with errors.", s.error);
-    }
-    out + "\n"
+        format!("Plan: {create} to create, {update} to update, {unchanged} unchanged.")
+    };
+    let errors = match s.error {
+        0 => String::new(),
+        n => format!(" {n} with errors."),
+    };
+    line!(out, "{summary}{errors}");
+    out
 }
 
 /// The entries of a plan and the objects no manifest names, as text.
@@ -199,17 +200,19 @@ pub fn plan_json(plan: &OfflinePlan, deletion: bool) -> String {
 pub fn apply_text(report: &ApplyReport, deletion: bool) -> String {
     let mut out = outcomes_text(report);
     let s = report.summary();
-    if deletion {
+    let summary = if deletion {
         let (delete, keep) = (s.delete, s.unchanged);
-        out += &format!("Destroy: {delete} deleted or deactivated, {keep} kept or absent");
+        format!("Destroy: {delete} deleted or deactivated, {keep} kept or absent")
     } else {
         let (create, update, unchanged) = (s.create, s.update, s.unchanged);
-        out += &format!("Apply: {create} created, {update} updated, {unchanged} unchanged");
-    }
-    match s.error {
-        0 => out + ".\n",
-        n => out + &format!(", {n} failed or skipped.\n"),
-    }
+        format!("Apply: {create} created, {update} updated, {unchanged} unchanged")
+    };
+    let end = match s.error {
+        0 => ".".to_string(),
+        n => format!(", {n} failed or skipped."),
+    };
+    line!(out, "{summary}{end}");
+    out
 }
 
 fn outcomes_text(report: &ApplyReport) -> String {

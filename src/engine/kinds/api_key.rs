@@ -288,9 +288,10 @@ impl ManagedKind for ApiKey {
     }
 
     /// The status of this same key holds the detail-only fields of its last detail (the
-    /// create or update answer, or a read). A status written by an earlier version, whose keys without
-    /// permissions or allowed IPs in the spec were compared through the list only, may hold
-    /// empty lists never read: the next detail resync (spread over its interval) reads them.
+    /// create or update answer, or a read). A status written by an earlier version, which
+    /// compared keys without permissions or allowed IPs in the spec through the list only, may
+    /// hold empty lists never read: the next detail resync (spread over its interval) reads
+    /// them.
     fn status_has_detail(_d: &Desired, status: &ApiKeyStatus, item: &ApiKeyListItem) -> bool {
         status.id == Some(item.id)
     }
