@@ -360,6 +360,37 @@ async fn deleting_an_already_deactivated_sub_account_writes_nothing() {
     env.stop().await;
 }
 
+/// The skip above trusts only a list read after the deletion began: a sub account reactivated
+/// at the service after the cached list was read is deactivated by the finalizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_list_does_not_skip_the_deactivation() {
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(300),
+        ..Default::default()
+    })
+    .await;
+    let subs: Api<SubAccount> = env.api();
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-a}\nspec: {deletionPolicy: Deactivate, status: inactive}\n").await;
+    let sa = wait_for(&subs, "team-a", "Ready", |s: &SubAccount| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| ready_is(s, &st.conditions, "True", None))
+    })
+    .await;
+    let id = env.sim.snapshot().sub_accounts[0].id;
+    let active = mailtarget_operator::api::UpdateSubAccount {
+        status: Some("active".into()),
+        ..Default::default()
+    };
+    env.api.update_sub_account(id, &active).await.unwrap();
+    subs.delete("team-a", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&subs, "team-a", sa.metadata.uid.as_deref().unwrap()).await;
+    assert_eq!(env.sim.snapshot().sub_accounts[0].status, "inactive");
+    env.stop().await;
+}
+
 /// Existing API objects are adopted by name and by the external-id annotation under an adoption
 /// policy, never duplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
