@@ -13,10 +13,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 
 use super::accounts::{Needs, Refusal, Usage};
+use super::cache::CachedList;
 use super::common::spec_changed;
 use super::context::{Context, object_uid};
 use super::error::{Error, Result};
-use super::find::{Query, find_managed};
+use super::find::{Query, deletion_began, find_managed};
 use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
 use super::placement::{Placement, REASON_CREDENTIAL_RESERVED, place, refuse_credential};
@@ -635,12 +636,18 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
         return Ok(Action::await_change());
     };
     // An object the account's list shows as the step would leave it (a sub account with the
-    // status its policy sets) is not written again, as `destroy` skips it. Only the account's
-    // own lists are cached: an object inside a sub account is not looked up here.
-    let done = (sub_account.is_none())
-        .then(|| K::list(service).get(id))
-        .flatten()
-        .is_some_and(|item| K::already_deleted(obj, &item).is_some());
+    // status its policy sets) is not written again, as `destroy` skips it. Only a list read
+    // after the deletion began is trusted (the object may have changed at the service since an
+    // older one), and only the account's own lists are cached: an object inside a sub account
+    // is not looked up here.
+    let already = |list: &CachedList<K::Item>| {
+        (list.get(id)).is_some_and(|item| K::already_deleted(obj, &item).is_some())
+    };
+    let list = K::list(service);
+    let done = sub_account.is_none()
+        && already(list)
+        && (!list.doubt(deletion_began(obj), |_| true)
+            || already(service.fresh::<K>().await.map_err(Error::Api)?));
     if done {
         return Ok(Action::await_change());
     }

@@ -43,6 +43,23 @@ pub(super) fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant
     }
 }
 
+/// The moment `obj`'s deletion began (its `deletionTimestamp`), as an [`Instant`]: a list read
+/// after it shows what the service held once the deletion was asked for. The timestamp has
+/// whole seconds, so the moment is taken one second later (a list of that second is not
+/// trusted). Now when unknown.
+pub(super) fn deletion_began<K: Resource>(obj: &K) -> Instant {
+    let now = Instant::now();
+    let Some(began) = obj.meta().deletion_timestamp.as_ref() else {
+        return now;
+    };
+    let age = std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::from(began.0))
+        .unwrap_or_default();
+    now.checked_sub(age.saturating_sub(std::time::Duration::from_secs(1)))
+        .unwrap_or(now)
+        .min(now)
+}
+
 /// What a lookup in a list concluded.
 enum Verdict<T> {
     Match(T, Found),
