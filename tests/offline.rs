@@ -955,6 +955,15 @@ async fn accounts_follow_their_namespace_selector() {
         assert!(shown.contains("AccountNotAllowed"), "{command}: {shown}");
     }
     assert!(sim.request_log().iter().all(|r| !r.is_write()));
+    // A paused resource is left alone before any account is used, as in a cluster.
+    let paused = manifests(excluded).replace(
+        "namespace: team-z}",
+        "namespace: team-z, annotations: {mailtarget.co/paused: \"true\"}}",
+    );
+    let out = run("plan", paused).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("ApiKey team-z/invoices: paused"), "{shown}");
 
     let note = "only if the labels of namespace \"team-z\" match its spec.namespaceSelector";
     let by_label = "  namespaceSelector: {matchLabels: {tenant: \"yes\"}}\n";
