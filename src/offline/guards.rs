@@ -245,7 +245,8 @@ pub(crate) fn accounts_allowed(
     let rows = (plan.entries.iter_mut())
         .zip(plan.steps.iter_mut())
         .zip(&plan.resources);
-    for ((e, step), r) in rows {
+    // A paused resource is left alone before any account is used, as in a cluster.
+    for ((e, step), r) in rows.filter(|((e, _), _)| e.action != PAUSED) {
         // ClusterAccount `default` without an accountRef; an Account serves its namespace only.
         let account = match r.account_ref() {
             None => crate::crd::account::DEFAULT_ACCOUNT,
