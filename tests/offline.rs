@@ -963,7 +963,10 @@ async fn accounts_follow_their_namespace_selector() {
     let out = run("plan", paused).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
-    assert!(shown.contains("ApiKey team-z/invoices (account billing): paused"), "{shown}");
+    assert!(
+        shown.contains("ApiKey team-z/invoices (account billing): paused"),
+        "{shown}"
+    );
 
     let note = "only if the labels of namespace \"team-z\" match its spec.namespaceSelector";
     let by_label = "  namespaceSelector: {matchLabels: {tenant: \"yes\"}}\n";

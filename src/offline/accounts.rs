@@ -115,7 +115,8 @@ impl Group {
 /// Errors: none beyond the reader's; an account given but used by no resource is ignored.
 pub fn groups(set: &ManifestSet, api: &ApiArgs, keys: &[AccountKey]) -> Vec<Group> {
     let mut order = vec![DEFAULT.to_string()];
-    order.extend(keys.iter().map(|k| k.name.clone()).filter(|n| n != DEFAULT));
+    // `--account default=@FILE` is refused when parsed: no key names the default.
+    order.extend(keys.iter().map(|k| k.name.clone()));
     let none = set.resources.is_empty();
     order
         .into_iter()

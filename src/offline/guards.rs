@@ -247,13 +247,9 @@ pub(crate) fn accounts_allowed(
         .zip(&plan.resources);
     // A paused resource is left alone before any account is used, as in a cluster.
     for ((e, step), r) in rows.filter(|((e, _), _)| e.action != PAUSED) {
-        // ClusterAccount `default` without an accountRef; an Account serves its namespace only.
-        let account = match r.account_ref() {
-            None => crate::crd::account::DEFAULT_ACCOUNT,
-            Some(a) if a.kind == crate::crd::AccountRefKind::ClusterAccount => &a.name,
-            Some(_) => continue,
-        };
-        let Some((_, selector)) = selectors.iter().find(|(n, _)| n == account) else {
+        // An Account (named `namespace/name`) serves its namespace only: no selector names it.
+        let account = super::accounts::of(r);
+        let Some((_, selector)) = selectors.iter().find(|(n, _)| *n == account) else {
             continue;
         };
         let own = r.namespace();
