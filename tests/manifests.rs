@@ -93,3 +93,31 @@ fn repeated_definitions_point_to_the_first() {
         "{errors}"
     );
 }
+
+/// Object and Secret names are DNS-1123 subdomains as kube-apiserver checks them
+/// (`IsDNS1123Subdomain` in k8s.io/apimachinery): at most 253 characters in all, with no limit
+/// per dot-separated part, so a 100-character name without dots is valid. A namespace is a
+/// label (at most 63).
+#[test]
+fn names_are_checked_as_the_api_server_checks_them() {
+    let long = "n".repeat(100);
+    let key = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: {long}\nspec:\n  secretName: {long}.keys\n"
+    );
+    let set = load_str("key.yaml", &key).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(set.resources[0].resource.name(), long);
+    for (text, field) in [
+        (key.replace(&long, &"n".repeat(254)), "metadata.name"),
+        (key.replace(&long, "a..b"), "metadata.name"),
+        (
+            key.replace(
+                "metadata:\n",
+                &format!("metadata:\n  namespace: {}\n", "s".repeat(64)),
+            ),
+            "metadata.namespace",
+        ),
+    ] {
+        let errors = load_str("key.yaml", &text).unwrap_err().to_string();
+        assert!(errors.contains(field), "{field}: {errors}");
+    }
+}

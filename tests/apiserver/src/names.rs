@@ -144,6 +144,11 @@ mod tests {
         assert!(validate_name("-x", false).is_some());
         assert!(validate_name("a.b", true).is_some());
         assert!(validate_name("ns-1", true).is_none());
+        // IsDNS1123Subdomain (k8s.io/apimachinery) limits the whole name to 253 characters
+        // and each part by its pattern only: a 100-character name without dots is valid.
+        assert!(validate_name(&"n".repeat(100), false).is_none());
+        assert!(validate_name(&"n".repeat(254), false).is_some());
+        assert!(validate_name(&"n".repeat(64), true).is_some());
         let c = validate_name("Bad", false).unwrap();
         assert_eq!(c.field, "metadata.name");
         assert!(
