@@ -321,17 +321,30 @@ fn unique_ids(ids: &[i64], field: &str, out: &mut Vec<Problem>) {
     }
 }
 
+/// A DNS-1123 label, as kube-apiserver checks a namespace's name (`IsDNS1123Label` in
+/// k8s.io/apimachinery): 1 to 63 lowercase letters, digits and '-', starting and ending with a
+/// letter or digit.
+pub fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && is_dns1123_part(s)
+}
+
+/// A DNS-1123 subdomain, as kube-apiserver checks most object names (`IsDNS1123Subdomain` in
+/// k8s.io/apimachinery): at most 253 characters in all, dot-separated parts each of the label
+/// pattern, with no limit per part.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_part)
+}
+
+fn is_dns1123_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
 fn secret_name(name: &str, field: &str, out: &mut Vec<Problem>) {
-    let valid = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        });
+    let valid = is_dns1123_subdomain(name);
     if !valid {
         out.push(Problem::new(
             field,

@@ -11,6 +11,7 @@ use super::document::Document;
 use super::schema_check::{self, Violation};
 use super::{Loaded, ManifestError, ManifestErrors, Resource, Source};
 use crate::crd::GROUP;
+use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
 use crate::text::{MAX_VALUE_CHARS, printable};
 
 /// The result of reading manifests: the resources of this operator's kinds, and the documents
@@ -569,21 +570,6 @@ fn metadata_problems(doc: &Value) -> Vec<Violation> {
         }
     }
     problems
-}
-
-/// A DNS-1123 label, as the API server checks a namespace's name.
-pub(crate) fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// A DNS-1123 subdomain, as the API server checks most object names.
-pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
 /// Problems that involve more than one document: the same object twice, two objects claiming

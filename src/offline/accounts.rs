@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use crate::cli::{ApiArgs, CliError, Target};
 use crate::crd::{AccountRefKind, AccountReference};
-use crate::manifest::read::{is_dns1123_label, is_dns1123_subdomain};
+use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
 use crate::manifest::{Loaded, ManifestSet, Resource};
 
 /// The name `plan`/`apply` give the default account (ClusterAccount `default`).

@@ -8,17 +8,24 @@ const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 fn is_label(s: &str) -> bool {
+    s.len() <= 63 && is_part(s)
+}
+
+/// The pattern of one dot-separated part, `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, without the
+/// label's 63-character limit: `IsDNS1123Subdomain` (k8s.io/apimachinery) limits only the
+/// whole name.
+fn is_part(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
 
-/// Whether `s` is a DNS-1123 subdomain (at most 253 characters, dot-separated labels).
+/// Whether `s` is a DNS-1123 subdomain (at most 253 characters in all, dot-separated parts
+/// of the label pattern, no limit per part).
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_label)
+    s.len() <= 253 && s.split('.').all(is_part)
 }
 
 /// Whether `s` is a DNS-1123 label (at most 63 characters, no dots).
