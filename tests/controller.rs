@@ -736,6 +736,58 @@ async fn paused_objects_are_left_alone() {
     env.stop().await;
 }
 
+/// A `mailtarget.co/paused` value other than "true" or "false" ("yes", "1") is an error, never a
+/// silent "not paused": the resource is `Stalled/InvalidSpec` and nothing is written at the
+/// service, also while it is being deleted (its finalizer stays); fixing the value resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_value_that_is_not_a_boolean_writes_nothing() {
+    let env = Env::start().await;
+    let keys: Api<ApiKey> = env.api();
+    let invalid = |k: &ApiKey| {
+        k.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Stalled"
+                    && c.reason == "InvalidSpec"
+                    && c.message.contains("mailtarget.co/paused")
+            })
+        })
+    };
+    create(
+        &keys,
+        &CI_KEY.replace(
+            "metadata: {name: ci}",
+            "metadata:\n  name: ci\n  annotations: {mailtarget.co/paused: \"yes\"}",
+        ),
+    )
+    .await;
+    wait_for(&keys, "ci", "Stalled/InvalidSpec", invalid).await;
+    assert!(env.sim.snapshot().api_keys.is_empty());
+    let set_paused = |value: serde_json::Value| {
+        let keys = keys.clone();
+        async move {
+            let patch = json!({"metadata": {"annotations": {"mailtarget.co/paused": value}}});
+            keys.patch("ci", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap()
+        }
+    };
+    set_paused(serde_json::Value::Null).await;
+    let ready = wait_for(&keys, "ci", "Ready after the fix", key_ready).await;
+    assert_eq!(env.sim.snapshot().api_keys.len(), 1);
+
+    set_paused(json!("1")).await;
+    keys.delete("ci", &Default::default()).await.unwrap();
+    wait_for(&keys, "ci", "a stalled deletion", move |k: &ApiKey| {
+        k.metadata.deletion_timestamp.is_some() && invalid(k)
+    })
+    .await;
+    assert_eq!(env.sim.snapshot().api_keys.len(), 1, "not deleted");
+    set_paused(serde_json::Value::Null).await;
+    wait_deleted(&keys, "ci", ready.metadata.uid.as_deref().unwrap()).await;
+    assert!(env.sim.snapshot().api_keys.is_empty());
+    env.stop().await;
+}
+
 /// A 400 from the API (an unknown permission id) sets `Stalled=True` with the API's message and
 /// a Warning event, and is not retried until the spec changes; fixing the spec recovers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -437,6 +437,7 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         (format!("{HEADER_SUB}spec:\n  name: {}\n", "n".repeat(101)), "spec.name", "longer than 100"),
         (format!("{HEADER_SUB}spec:\n  deletionPolicy: Delete\n"), "spec.deletionPolicy", "Delete"),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: s\n  annotations:\n    mailtarget.co/external-id: abc\nspec: {}\n".into(), "metadata.annotations[mailtarget.co/external-id]", "not an id"),
+        ("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: s\n  annotations:\n    mailtarget.co/paused: \"yes\"\nspec: {}\n".into(), "metadata.annotations[mailtarget.co/paused]", "\"yes\" is not"),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {}\nspec: {}\n".into(), "metadata.name", "required"),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: Bad_Name\nspec: {}\n".into(), "metadata.name", "not a valid name"),
         ("apiVersion: mailtarget.co/v1\nkind: SubAccount\nmetadata:\n  name: s\nspec: {}\n".into(), "apiVersion", "v1alpha1"),
