@@ -22,6 +22,11 @@ pub enum Error {
     /// see [`super::accounts::usage`].
     #[error("{}", .0.message)]
     Account(super::accounts::Refusal),
+    /// The resource's metadata has a problem the schema cannot catch (an annotation's value,
+    /// see [`crate::engine::validate`]); no call was made. Annotations do not change the
+    /// generation, so it is checked again at their change and at each resync.
+    #[error("{0}")]
+    InvalidSpec(String),
 }
 
 /// Result alias of the controller.
@@ -57,6 +62,7 @@ impl Error {
             Error::Finalizer(_) => "finalizer",
             Error::MissingMetadata(_) => "metadata",
             Error::Account(_) => "account",
+            Error::InvalidSpec(_) => "invalid_spec",
         }
     }
 
@@ -72,7 +78,7 @@ impl Error {
                     && e.status() != Some(401)
             }
             // The account, its Secret or the namespace's labels may change.
-            Error::Kube(_) | Error::Account(_) => false,
+            Error::Kube(_) | Error::Account(_) | Error::InvalidSpec(_) => false,
             Error::Finalizer(_) | Error::MissingMetadata(_) => true,
         }
     }
@@ -85,7 +91,7 @@ impl Error {
             Error::Kube(_) => true,
             // An account not ready yet (not a refusal) is waited for.
             Error::Account(r) => !r.stalled,
-            Error::Finalizer(_) | Error::MissingMetadata(_) => false,
+            Error::Finalizer(_) | Error::MissingMetadata(_) | Error::InvalidSpec(_) => false,
         }
     }
 }

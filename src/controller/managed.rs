@@ -372,6 +372,20 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
             match event {
                 Finalizer::Apply(o) => apply(o.as_ref(), &ctx, &api).await,
                 Finalizer::Cleanup(o) => {
+                    if let Err(message) = crate::crd::paused(o.annotations()) {
+                        // Paused or not cannot be told: nothing is deleted until it can.
+                        let problem = format!(
+                            "metadata.annotations[{}]: {message}",
+                            crate::crd::ANNOTATION_PAUSED
+                        );
+                        return Err(stall_deletion(
+                            o.as_ref(),
+                            &ctx,
+                            &api,
+                            Error::InvalidSpec(problem),
+                        )
+                        .await);
+                    }
                     ctx.forget(o.as_ref());
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
                     if let Some(id) = o.recorded_id()
@@ -410,14 +424,18 @@ async fn stall_deletion<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>, e: Err
         Error::Api(a) if a.status() == Some(401) => "Unauthorized",
         Error::Api(_) => "ApiRejected",
         Error::Account(r) => r.reason,
+        Error::InvalidSpec(_) => "InvalidSpec",
         _ => "CleanupFailed",
     };
-    let outcome = Outcome::stalled(
-        reason,
-        format!(
+    let message = match e {
+        Error::InvalidSpec(_) => format!(
+            "the object at the service is not deleted: {e}. The finalizer stays until this is fixed"
+        ),
+        _ => format!(
             "deleting the object at the service failed: {e}. The finalizer stays until the deletion succeeds: fix the cause, or set spec.deletionPolicy to Orphan to leave the object at the service"
         ),
-    );
+    };
+    let outcome = Outcome::stalled(reason, message);
     let mut status = obj.last_status();
     set_conditions(status.conditions_mut(), &outcome, obj.meta().generation);
     status.set_observed_generation(obj.meta().generation);

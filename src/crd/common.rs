@@ -72,12 +72,27 @@ impl AdoptionPolicy {
 /// Annotation that pauses reconciliation when set to `"true"`.
 pub const ANNOTATION_PAUSED: &str = "mailtarget.co/paused";
 
-/// True when `annotations` carry `mailtarget.co/paused: "true"` (ASCII case ignored): the
-/// resource is left alone by the controller and by `plan`/`apply` alike.
+/// True when `annotations` carry `mailtarget.co/paused: "true"`: the resource is left alone by
+/// the controller and by `plan`/`apply` alike. An invalid value counts as not paused here;
+/// validation refuses it first (see [`paused`]).
 pub fn is_paused(annotations: &std::collections::BTreeMap<String, String>) -> bool {
-    annotations
-        .get(ANNOTATION_PAUSED)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    paused(annotations) == Ok(true)
+}
+
+/// Whether `annotations` pause the resource: `"true"` or `"false"` (ASCII case ignored), not
+/// paused when absent.
+///
+/// Errors: a message for people for any other value (`"yes"`, `"1"`), which is refused rather
+/// than guessed at, as the annotation's absence and a typo must not look alike.
+pub fn paused(annotations: &std::collections::BTreeMap<String, String>) -> Result<bool, String> {
+    match annotations.get(ANNOTATION_PAUSED).map(String::as_str) {
+        None => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+        Some(other) => Err(format!(
+            "\"{other}\" is not a paused value: use \"true\" to pause, or \"false\" (or remove the annotation) to resume"
+        )),
+    }
 }
 
 /// What happens to the API object when the custom resource is deleted (ApiKey, SendingDomain).

@@ -29,7 +29,7 @@ pub use apikey::{ApiKey, ApiKeySpec, ApiKeyStatus};
 pub use common::{
     ANNOTATION_ADOPTION_POLICY, ANNOTATION_CREATE_PENDING, ANNOTATION_EXTERNAL_ID,
     ANNOTATION_PAUSED, AdoptionPolicy, DeletionPolicy, FINALIZER, GROUP, ManagementPolicy,
-    Ownership, SubAccountDeletionPolicy, SubAccountReference, VERSION, is_paused,
+    Ownership, SubAccountDeletionPolicy, SubAccountReference, VERSION, is_paused, paused,
 };
 pub use conditions::Condition;
 pub use sendingdomain::{DnsRecord, SendingDomain, SendingDomainSpec, SendingDomainStatus};

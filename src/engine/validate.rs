@@ -114,7 +114,7 @@ pub fn external_id(
     }
 }
 
-/// Problems of the annotations every kind reads: `external-id` and `adoption-policy`.
+/// Problems of the annotations every kind reads: `external-id`, `adoption-policy` and `paused`.
 fn annotations(
     annotations: Option<&std::collections::BTreeMap<String, String>>,
     out: &mut Vec<Problem>,
@@ -127,6 +127,14 @@ fn annotations(
     {
         out.push(Problem::new(
             format!("metadata.annotations[{ANNOTATION_ADOPTION_POLICY}]"),
+            message,
+        ));
+    }
+    if let Some(a) = annotations
+        && let Err(message) = crate::crd::paused(a)
+    {
+        out.push(Problem::new(
+            format!("metadata.annotations[{}]", crate::crd::ANNOTATION_PAUSED),
             message,
         ));
     }
