@@ -2042,6 +2042,55 @@ async fn accounts_take_their_keys_from_the_command_line() {
     assert!(text.contains("0 to create"), "{text}");
 }
 
+/// An `--account` key file is read once, so a process substitution (`=@<(vault read ...)`)
+/// works; a key given inline by mistake (`NAME=KEY`) is refused without repeating it.
+#[tokio::test]
+async fn account_keys_are_read_once_and_never_echoed() {
+    let billing = Simulator::start(SimulatorConfig::new("billing-company-key"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("billing.yaml");
+    let manifests = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
+        billing.base_url(),
+        billing.transmission_url()
+    );
+    std::fs::write(&file, manifests).unwrap();
+    let file = file.to_str().unwrap();
+
+    let inline = run_binary(
+        &["plan", "-f", file, "--account", "billing=inline-secret-key"],
+        None,
+    )
+    .await;
+    let shown = output_text(&inline);
+    assert_eq!(inline.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("NAME=@FILE"), "{shown}");
+    assert!(!shown.contains("inline-secret-key"), "{shown}");
+
+    let mut cmd = Command::new("bash");
+    cmd.args([
+        "-c",
+        "\"$0\" plan -f \"$1\" --account billing=@<(printf billing-company-key)",
+        env!("CARGO_BIN_EXE_mailtarget-operator"),
+        file,
+    ])
+    .env_remove("MAILTARGET_API_KEY")
+    .env_remove("MAILTARGET_API_KEY_FILE")
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("finished within 60 s")
+        .unwrap();
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("ApiKey default/invoices (account billing): create"),
+        "{shown}"
+    );
+}
+
 /// An ApiKey that names the key a new SubAccount is created with (its credential key) is that
 /// key: `plan` says it comes with the SubAccount, `apply` makes no second key and reports it
 /// created with its id; its value can be written; the next plan finds nothing to do.
