@@ -68,6 +68,44 @@ impl FromStr for AccountKey {
     }
 }
 
+/// clap's parser of `--account`: [`AccountKey::from_str`], with an error that never repeats the
+/// value (clap's own does), since a value given by mistake as `NAME=KEY` holds the key itself.
+#[derive(Clone, Copy, Debug)]
+pub struct AccountKeyParser;
+
+impl clap::builder::TypedValueParser for AccountKeyParser {
+    type Value = AccountKey;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<AccountKey, clap::Error> {
+        let parsed = value
+            .to_str()
+            .ok_or("expected NAME=@FILE in UTF-8".to_string());
+        parsed.and_then(str::parse).map_err(|message| {
+            let arg = arg.map_or("--account".to_string(), ToString::to_string);
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "invalid value for '{arg}' (not repeated here: it may hold a key): {message}\n"
+                ),
+            )
+            .with_cmd(cmd)
+        })
+    }
+}
+
+/// The key of one `--account`, read from its file once, when the manifests are loaded.
+pub struct ReadKey {
+    /// The account's name, as [`AccountKey::name`].
+    pub name: String,
+    /// The key.
+    pub value: secrecy::SecretString,
+}
+
 /// The account a resource of `namespace` with `reference` uses, as `--account` names it.
 pub fn account_name(namespace: &str, reference: Option<&AccountReference>) -> String {
     match reference {
@@ -108,12 +146,12 @@ impl Group {
 
 /// The resources of `set` grouped by account: the default account first (when some resource
 /// uses it, or none uses any: its objects are still listed), then the others in the order
-/// `keys` names them; each with the flags to reach it.
+/// `keys` names them; each with the flags to reach it (the key given, in place of a file).
 /// A resource whose account has no key is refused by the manifest reader before this (see
 /// [`crate::manifest::load_with`]).
 ///
 /// Errors: none beyond the reader's; an account given but used by no resource is ignored.
-pub fn groups(set: &ManifestSet, api: &ApiArgs, keys: &[AccountKey]) -> Vec<Group> {
+pub fn groups(set: &ManifestSet, api: &ApiArgs, keys: &[ReadKey]) -> Vec<Group> {
     let mut order = vec![DEFAULT.to_string()];
     // `--account default=@FILE` is refused when parsed: no key names the default.
     order.extend(keys.iter().map(|k| k.name.clone()));
@@ -138,13 +176,14 @@ pub fn groups(set: &ManifestSet, api: &ApiArgs, keys: &[AccountKey]) -> Vec<Grou
         .collect()
 }
 
-/// The flags reaching `account`: its key file from `keys` (else the default's key), its
-/// addresses from its manifest in `set` (else the flags').
-fn flags_of(account: &str, set: &ManifestSet, api: &ApiArgs, keys: &[AccountKey]) -> ApiArgs {
+/// The flags reaching `account`: its key from `keys` (else the default's key), its addresses
+/// from its manifest in `set` (else the flags').
+fn flags_of(account: &str, set: &ManifestSet, api: &ApiArgs, keys: &[ReadKey]) -> ApiArgs {
+    use secrecy::ExposeSecret;
     let mut flags = api.clone();
     if let Some(key) = keys.iter().find(|k| k.name == account) {
-        flags.api_key = None;
-        flags.api_key_file = Some(key.file.clone());
+        flags.api_key = Some(key.value.expose_secret().to_owned());
+        flags.api_key_file = None;
     }
     // The default account's addresses are the flags' (the chart's ClusterAccount `default`
     // among the files does not move --api-key elsewhere).

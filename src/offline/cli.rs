@@ -27,7 +27,7 @@ pub struct PlanArgs {
     /// `NAME=@FILE` for ClusterAccount NAME, `NAMESPACE/NAME=@FILE` for an Account, FILE holding
     /// the key. Its addresses come from its manifest among the files, else from --api-url and
     /// --transmission-url. Repeatable.
-    #[arg(long = "account", value_name = "NAME=@FILE")]
+    #[arg(long = "account", value_name = "NAME=@FILE", value_parser = accounts::AccountKeyParser)]
     pub accounts: Vec<AccountKey>,
     /// How to reach the service.
     #[command(flatten)]
@@ -38,9 +38,13 @@ impl PlanArgs {
     /// The manifests, refusing resources whose account the run has no key for; a note on
     /// standard error for each `--account` no resource uses.
     ///
+    /// Each `--account` key file is read here, once (a process substitution can be read only
+    /// once), needed or not (under --simulate, or for an account no resource uses), so that a
+    /// wrong path fails the dry run too; the keys read are returned beside the manifests.
+    ///
     /// Errors: invalid manifests (every problem listed); an `--account` given twice, or whose
     /// file cannot be read or is empty.
-    fn load(&self) -> Result<manifest::ManifestSet, CliError> {
+    fn load(&self) -> Result<(manifest::ManifestSet, Vec<accounts::ReadKey>), CliError> {
         let names: Vec<String> = self.accounts.iter().map(|a| a.name.clone()).collect();
         if let Some(twice) =
             (names.iter().enumerate()).find_map(|(i, n)| names[..i].contains(n).then_some(n))
@@ -51,12 +55,14 @@ impl PlanArgs {
         }
         let set = manifest::load_with(&self.files, &names)?;
         report_skipped(&set);
-        // Each key file is read now, needed or not (under --simulate, or for an account no
-        // resource uses), so that a wrong path fails the dry run too.
+        let mut keys = Vec::new();
         for key in &self.accounts {
-            let (api, transmission) = (self.api.api_url.clone(), self.api.transmission_url.clone());
-            crate::api::ClientConfig::from_key_file(api, transmission, key.file.clone())
+            let value = crate::api::read_key_file(&key.file)
                 .map_err(|e| CliError::Config(format!("--account {}: {e}", key.name)))?;
+            keys.push(accounts::ReadKey {
+                name: key.name.clone(),
+                value,
+            });
             if !(set.resources.iter()).any(|l| accounts::of(&l.resource) == key.name) {
                 let note = format!(
                     "note: --account {}: no resource uses this account",
@@ -65,7 +71,7 @@ impl PlanArgs {
                 eprintln!("{}", printable(&note, MAX_LINE_CHARS));
             }
         }
-        Ok(set)
+        Ok((set, keys))
     }
 
     /// Plans each account's resources with its own client (see [`accounts`]): the deletions of
@@ -76,11 +82,11 @@ impl PlanArgs {
     /// ([`CliError::InAccount`]).
     async fn plan_accounts(
         &self,
-        set: &manifest::ManifestSet,
+        (set, keys): &(manifest::ManifestSet, Vec<accounts::ReadKey>),
         destroying: bool,
     ) -> Result<Vec<(Target, plan::OfflinePlan)>, CliError> {
         let mut planned: Vec<(Target, plan::OfflinePlan)> = Vec::new();
-        for group in accounts::groups(set, &self.api, &self.accounts) {
+        for group in accounts::groups(set, &self.api, keys) {
             let named = |e: CliError| match group.label() {
                 Some(account) => CliError::InAccount {
                     account,
@@ -160,8 +166,8 @@ pub struct ApplyArgs {
 /// Errors: invalid manifests (every problem listed), unreachable or failing service.
 pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
     let args = command.plan;
-    let set = args.load()?;
-    let planned = args.plan_accounts(&set, false).await?;
+    let loaded = args.load()?;
+    let planned = args.plan_accounts(&loaded, false).await?;
     let plan = merged(&planned);
     shutdown(planned).await;
     print!(
@@ -186,7 +192,7 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
 ///
 /// Errors: invalid manifests (nothing is written), unreachable or failing service while planning.
 pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
-    let set = args.plan.load()?;
+    let loaded = args.plan.load()?;
     // Opened before any API call: a directory that cannot take the secrets stops the run before
     // anything is created whose secret would be lost.
     let secrets_dir = args
@@ -194,7 +200,7 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(crate::files::SafeDir::open)
         .transpose()?;
-    let planned = args.plan.plan_accounts(&set, false).await?;
+    let planned = args.plan.plan_accounts(&loaded, false).await?;
     let carry = Carry::Apply(secrets_dir.as_ref());
     Ok(carry_out(planned, carry, args.plan.output, |_| true).await)
 }
@@ -286,8 +292,8 @@ pub struct DestroyArgs {
 ///
 /// Errors: invalid manifests, unreachable or failing service while planning.
 pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
-    let set = args.plan.load()?;
-    let planned = args.plan.plan_accounts(&set, true).await?;
+    let loaded = args.plan.load()?;
+    let planned = args.plan.plan_accounts(&loaded, true).await?;
     // Nothing to delete or deactivate: nothing to confirm.
     let approve = |plan: &plan::OfflinePlan| {
         args.auto_approve || plan.summary().delete == 0 || approved(plan)
