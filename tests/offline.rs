@@ -1326,7 +1326,68 @@ async fn secrets_dir_is_written_safely() {
         Some(&sim),
     )
     .await;
-    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "an unusable flag: {shown}");
+    assert!(shown.contains("--secrets-dir"), "{shown}");
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "no key created whose value could not be stored"
+    );
+}
+
+/// A `--secrets-dir` the user may not write into (mode 0555) stops `apply` before any call to
+/// the service, exit 2: no key is created whose value could not be stored. Run as an
+/// unprivileged user (through `setpriv` when the tests run as root, whom modes do not stop).
+#[tokio::test]
+async fn an_unwritable_secrets_dir_stops_apply_before_any_write() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let open = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    open(dir.path(), 0o755);
+    // The binary is copied where any user may run it.
+    let binary = dir.path().join("mailtarget-operator");
+    std::fs::copy(env!("CARGO_BIN_EXE_mailtarget-operator"), &binary).unwrap();
+    open(&binary, 0o755);
+    let manifest = dir.path().join("key.yaml");
+    std::fs::write(&manifest, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: fresh\nspec:\n  secretName: fresh\n").unwrap();
+    open(&manifest, 0o644);
+    let secrets = dir.path().join("secrets");
+    std::fs::create_dir(&secrets).unwrap();
+    open(&secrets, 0o555);
+    let args = [
+        "apply",
+        "-f",
+        manifest.to_str().unwrap(),
+        "--secrets-dir",
+        secrets.to_str().unwrap(),
+    ];
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let mut cmd = if root {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&binary);
+        cmd
+    } else {
+        Command::new(&binary)
+    };
+    cmd.args(args)
+        .env("MAILTARGET_API_KEY", KEY)
+        .env("MAILTARGET_API_URL", sim.base_url())
+        .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("finished within 60 s")
+        .expect("setpriv (util-linux) runs the binary as another user when the tests run as root");
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("--secrets-dir") && shown.contains("not writable"),
+        "{shown}"
+    );
     assert!(
         sim.request_log().iter().all(|r| !r.is_write()),
         "no key created whose value could not be stored"
