@@ -43,9 +43,12 @@ pub struct SafeDir {
 
 impl SafeDir {
     /// Opens `path` (following a link the user named, as any tool does), creating it when
-    /// missing and its parent exists; its parents are never created.
+    /// missing and its parent exists; its parents are never created. It must be writable by
+    /// this process (`faccessat(W_OK | X_OK)`), so that a caller can refuse it before doing
+    /// anything whose result would then be lost.
     ///
-    /// Errors: `path` is not a directory, its parent does not exist, or I/O fails.
+    /// Errors: `path` is not a directory, its parent does not exist, it is not writable (its
+    /// mode, a read-only file system), or I/O fails.
     pub fn open(path: &Path) -> Result<SafeDir, FileError> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let fd = match rustix::fs::openat(CWD, path, flags, Mode::empty()) {
@@ -57,6 +60,9 @@ impl SafeDir {
             }
             Err(e) => return Err(io(path, e)),
         };
+        let write = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+        rustix::fs::accessat(&fd, ".", write, AtFlags::empty())
+            .map_err(|e| io(path, format!("not writable: {e}")))?;
         Ok(SafeDir {
             fd,
             path: path.to_path_buf(),

@@ -199,7 +199,8 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
         .secrets_dir
         .as_deref()
         .map(crate::files::SafeDir::open)
-        .transpose()?;
+        .transpose()
+        .map_err(|e| CliError::Config(format!("--secrets-dir: {e}")))?;
     let planned = args.plan.plan_accounts(&loaded, false).await?;
     let carry = Carry::Apply(secrets_dir.as_ref());
     Ok(carry_out(planned, carry, args.plan.output, |_| true).await)
