@@ -1705,6 +1705,36 @@ async fn a_twin_created_by_a_concurrent_apply_fails_the_run() {
     );
 }
 
+/// Two accounts of one run (`--account`) that reach one company make twins too: each plans its
+/// key alone. The message says so, and claims no stored value when no `--secrets-dir` was given.
+#[tokio::test]
+async fn a_twin_made_through_two_accounts_of_one_company_is_named_so() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("twins.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: ours}}\nspec: {{name: app, secretName: ours-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  name: app\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
+            sim.base_url(),
+            sim.transmission_url()
+        ),
+    )
+    .unwrap();
+    let key_file = dir.path().join("billing.key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let account = format!("billing=@{}", key_file.display());
+    let args = ["apply", "-f", file.to_str().unwrap(), "--account", &account];
+    let out = run_binary(&args, Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("through another account"),
+        "names the likely cause: {shown}"
+    );
+    assert!(!shown.contains("stored the value"), "{shown}");
+}
+
 /// The characters of `text` that could move the cursor, forge a line or hide text on a
 /// terminal: every control character but the line ends the CLI writes itself.
 fn raw_controls(text: &str) -> Vec<char> {
