@@ -304,7 +304,8 @@ pub(crate) async fn apply_one<K: ManagedKind>(
         // After the value is stored: a twin fails the run, and loses nothing.
         if !K::NATURAL_KEY_UNIQUE
             && o.steps.iter().any(StepReport::created)
-            && let Err(problem) = twins::check::<K>(ctx.client, &plan.desired, id).await
+            && let Err(problem) =
+                twins::check::<K>(ctx.client, &plan.desired, id, !o.secret_files.is_empty()).await
         {
             o.result = "failed";
             o.entry.error = Some(problem);
