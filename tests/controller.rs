@@ -788,6 +788,66 @@ async fn a_paused_value_that_is_not_a_boolean_writes_nothing() {
     env.stop().await;
 }
 
+/// Renaming a sub account into a name another sub account holds (names are unique at the
+/// service, compared without case) is refused before any write: `Stalled/AlreadyExists` naming
+/// the holder, no PUT; a free name is then taken with one PUT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_into_a_taken_name_writes_nothing() {
+    let env = Env::start().await;
+    let held = env
+        .api
+        .create_sub_account(&CreateSubAccount {
+            name: Some("beta".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let subs: Api<SubAccount> = env.api();
+    create(&subs, "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team-a}\nspec: {name: alpha}\n").await;
+    let sub_ready = |s: &SubAccount| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| ready_is(s, &st.conditions, "True", None))
+    };
+    wait_for(&subs, "team-a", "Ready", sub_ready).await;
+    env.sim.clear_request_log();
+    let rename = |name: &'static str| {
+        let subs = subs.clone();
+        async move {
+            let patch = json!({"spec": {"name": name}});
+            subs.patch("team-a", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap()
+        }
+    };
+    rename("Beta").await;
+    let taken = wait_for(
+        &subs,
+        "team-a",
+        "Stalled/AlreadyExists",
+        |s: &SubAccount| {
+            s.status
+                .as_ref()
+                .is_some_and(|st| ready_is(s, &st.conditions, "False", Some("AlreadyExists")))
+        },
+    )
+    .await;
+    let message = &taken.status.unwrap().conditions[0].message;
+    assert!(message.contains(&held.id.to_string()), "{message}");
+    assert!(
+        common::service_writes(&env.sim).is_empty(),
+        "{:?}",
+        common::service_writes(&env.sim)
+    );
+    rename("gamma").await;
+    wait_for(&subs, "team-a", "Ready after a free name", sub_ready).await;
+    let names: Vec<String> = (env.sim.snapshot().sub_accounts.iter())
+        .map(|s| s.name.clone())
+        .collect();
+    assert!(names.contains(&"gamma".to_string()), "{names:?}");
+    env.stop().await;
+}
+
 /// A 400 from the API (an unknown permission id) sets `Stalled=True` with the API's message and
 /// a Warning event, and is not retried until the spec changes; fixing the spec recovers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

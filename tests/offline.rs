@@ -653,6 +653,40 @@ async fn names_compare_as_the_service_compares_them() {
     assert!(sim.request_log().is_empty(), "refused before any call");
 }
 
+/// Renaming a sub account into a name another sub account holds (unique at the service,
+/// compared without case) is an error of the plan, before any write, naming the holder.
+#[tokio::test]
+async fn a_rename_into_a_taken_name_is_refused_at_plan_time() {
+    let sim = simulator().await;
+    let client = client(&sim);
+    let create = |name: &str| mailtarget_operator::api::CreateSubAccount {
+        name: Some(name.into()),
+        ..Default::default()
+    };
+    let alpha = client.create_sub_account(&create("alpha")).await.unwrap();
+    let beta = client.create_sub_account(&create("beta")).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: team-a\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{name: Beta}}\n",
+        alpha.id
+    );
+    sim.clear_request_log();
+    for command in ["plan", "apply"] {
+        let out = run_manifest(command, dir.path(), "sub.yaml", &text, &sim).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{command}: {shown}");
+        assert!(
+            shown.contains("taken") && shown.contains(&beta.id.to_string()),
+            "{command}: {shown}"
+        );
+    }
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "{:?}",
+        sim.request_log()
+    );
+}
+
 /// `mailtarget.co/adoption-policy: Adopt` never creates in the cluster-less front end either:
 /// with nothing to adopt the run fails before any write.
 #[tokio::test]
