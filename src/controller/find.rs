@@ -14,7 +14,7 @@ use super::managed::Managed;
 use crate::api::{ApiObject, Client};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::ManagedStatus;
-use crate::engine::{Found, Lookup, MatchedBy};
+use crate::engine::{Found, Lookup, MatchedBy, driver};
 
 /// Margin over the creation time of a resource for the list that confirms a verdict: the
 /// timestamp's one-second granularity plus clock skew between the API server and the operator.
@@ -192,6 +192,10 @@ pub async fn find_managed<K: Managed>(
     }
     match &found {
         Some((_, how)) => {
+            let taken = list.read(|items| driver::rename_taken::<K>(desired, how.id, items));
+            if let Some(message) = taken {
+                return Err(Failure::blocked("AlreadyExists", message, old));
+            }
             if let Some(owner) = ctx.claims.owner(&ctx.accounts, obj, Some(how.id)).await {
                 return Err(Failure::conflict(obj, owner.as_ref(), old));
             }

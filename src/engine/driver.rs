@@ -66,6 +66,11 @@ pub async fn plan_desired<K: ManagedKind>(
     if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
         return Err(PlanError::Blocked(message));
     }
+    if let Lookup::Found(_, how) = &lookup
+        && let Some(message) = rename_taken::<K>(&desired, how.id, items)
+    {
+        return Err(PlanError::Blocked(message));
+    }
     let observed = match lookup {
         Lookup::Found(_, how) if K::needs_detail(&desired) => Some((
             how,
@@ -75,6 +80,31 @@ pub async fn plan_desired<K: ManagedKind>(
         _ => None,
     };
     plan_observed(desired, external_id, observed)
+}
+
+/// Why the object `found` cannot take `d`'s natural key, before any write: another object of
+/// `items` holds it and the service keeps it unique ([`ManagedKind::NATURAL_KEY_UNIQUE`]; a
+/// sub account's rename would be refused `400 DUPLICATE`, and a domain, set at create only,
+/// would name another object). `None` when the key is free or is `found`'s own (a change of
+/// case only), or may repeat (API key names).
+pub fn rename_taken<K: ManagedKind>(
+    d: &K::Desired,
+    found: i64,
+    items: &[K::Item],
+) -> Option<String> {
+    if !K::NATURAL_KEY_UNIQUE {
+        return None;
+    }
+    let holders = match K::lookup(d, None, None, items) {
+        Lookup::Found(_, how) => vec![how.id],
+        Lookup::Ambiguous(ids) => ids,
+        _ => Vec::new(),
+    };
+    let other = holders.into_iter().find(|id| *id != found)?;
+    let (noun, key) = (K::NOUN, K::natural_key(d));
+    Some(format!(
+        "\"{key}\" is taken by {noun} {other} (the service allows it once, compared without case), so {noun} {found} cannot take it; choose another, or free it at {noun} {other} first"
+    ))
 }
 
 /// The plan of `desired` against what was observed of its object (`None`: it does not exist).
