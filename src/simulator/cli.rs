@@ -258,6 +258,18 @@ mod tests {
                 "{key:?}"
             );
         }
+        // A key with a line end or another control character cannot be sent in a header: it is
+        // refused, and the error does not repeat it.
+        for key in ["secret-one\n", "secret\rtwo", "secret\u{1}three"] {
+            for args in [
+                vec!["--api-key", key],
+                vec!["--api-key", "k", "--admin-key", key],
+            ] {
+                let error = parse(&args).unwrap_err().to_string();
+                assert!(!error.contains("secret"), "{key:?}: {error}");
+                assert!(error.contains("control character"), "{key:?}: {error}");
+            }
+        }
     }
 
     /// An address that cannot be bound is named in the error.
