@@ -83,6 +83,31 @@ impl CliError {
     }
 }
 
+/// clap's value parser for a value that may be secret (a key, or `NAME=@FILE` given by mistake
+/// as `NAME=KEY`): `parse`, with an error that never repeats the value, as clap's own does.
+#[derive(Clone, Copy)]
+pub struct Unechoed<T>(pub fn(&str) -> Result<T, String>);
+
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Unechoed<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_str().ok_or_else(|| "not UTF-8 text".to_string());
+        text.and_then(self.0).map_err(|message| {
+            let arg = arg.map_or_else(|| "a value".to_string(), |a| format!("'{a}'"));
+            let message = format!(
+                "invalid value for {arg} (not repeated here: it may be secret): {message}\n"
+            );
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, message).with_cmd(cmd)
+        })
+    }
+}
+
 /// How to reach the service. Flags override the environment. Its `Debug` form never shows the
 /// key.
 #[derive(clap::Args, Clone)]

@@ -68,36 +68,6 @@ impl FromStr for AccountKey {
     }
 }
 
-/// clap's parser of `--account`: [`AccountKey::from_str`], with an error that never repeats the
-/// value (clap's own does), since a value given by mistake as `NAME=KEY` holds the key itself.
-#[derive(Clone, Copy, Debug)]
-pub struct AccountKeyParser;
-
-impl clap::builder::TypedValueParser for AccountKeyParser {
-    type Value = AccountKey;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<AccountKey, clap::Error> {
-        let parsed = value
-            .to_str()
-            .ok_or("expected NAME=@FILE in UTF-8".to_string());
-        parsed.and_then(str::parse).map_err(|message| {
-            let arg = arg.map_or("--account".to_string(), ToString::to_string);
-            clap::Error::raw(
-                clap::error::ErrorKind::ValueValidation,
-                format!(
-                    "invalid value for '{arg}' (not repeated here: it may hold a key): {message}\n"
-                ),
-            )
-            .with_cmd(cmd)
-        })
-    }
-}
-
 /// The key of one `--account`, read from its file once, when the manifests are loaded.
 pub struct ReadKey {
     /// The account's name, as [`AccountKey::name`].

@@ -27,7 +27,7 @@ pub struct PlanArgs {
     /// `NAME=@FILE` for ClusterAccount NAME, `NAMESPACE/NAME=@FILE` for an Account, FILE holding
     /// the key. Its addresses come from its manifest among the files, else from --api-url and
     /// --transmission-url. Repeatable.
-    #[arg(long = "account", value_name = "NAME=@FILE", value_parser = accounts::AccountKeyParser)]
+    #[arg(long = "account", value_name = "NAME=@FILE", value_parser = crate::cli::Unechoed::<AccountKey>(|s| s.parse()))]
     pub accounts: Vec<AccountKey>,
     /// How to reach the service.
     #[command(flatten)]

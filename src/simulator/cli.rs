@@ -18,7 +18,7 @@ pub struct SimulatorArgs {
     #[arg(long, default_value = "127.0.0.1:8025")]
     pub listen: SocketAddr,
     /// Company API key that the simulator accepts (`Authorization: Bearer <key>`).
-    #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true, value_parser = parse_key)]
+    #[arg(long, env = "MAILTARGET_API_KEY", hide_env_values = true, value_parser = crate::cli::Unechoed(parse_key))]
     pub api_key: String,
     /// Add an address to the suppression list (repeatable). Applied to transmissions with
     /// `optionsAttributes.transactional: false`.
@@ -43,7 +43,7 @@ pub struct SimulatorArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Key for the /_simulator control endpoints (default: the API key).
-    #[arg(long, value_parser = parse_key)]
+    #[arg(long, value_parser = crate::cli::Unechoed(parse_key))]
     pub admin_key: Option<String>,
     /// Serve HTTPS with this PEM certificate chain (server certificate first); needs
     /// --tls-key.
@@ -126,11 +126,14 @@ impl SimulatorArgs {
 }
 
 /// A key the simulator accepts: not empty nor only spaces (which would let a request with
-/// `Authorization: Bearer ` and nothing after it in). Only a blank value is refused, so the
-/// error clap prints with it shows nothing secret.
+/// `Authorization: Bearer ` and nothing after it in), and without a control character (a line
+/// end), which no client can send in a header.
 fn parse_key(key: &str) -> Result<String, String> {
     if key.trim().is_empty() {
         return Err("the key is empty: give a non-empty key".into());
+    }
+    if key.chars().any(char::is_control) {
+        return Err("the key holds a control character (a line end?): give it on one line".into());
     }
     Ok(key.to_string())
 }
@@ -260,13 +263,13 @@ mod tests {
         }
         // A key with a line end or another control character cannot be sent in a header: it is
         // refused, and the error does not repeat it.
-        for key in ["secret-one\n", "secret\rtwo", "secret\u{1}three"] {
+        for key in ["hunter-one\n", "hunter\rtwo", "hunter\u{1}three"] {
             for args in [
                 vec!["--api-key", key],
                 vec!["--api-key", "k", "--admin-key", key],
             ] {
                 let error = parse(&args).unwrap_err().to_string();
-                assert!(!error.contains("secret"), "{key:?}: {error}");
+                assert!(!error.contains("hunter"), "{key:?}: {error}");
                 assert!(error.contains("control character"), "{key:?}: {error}");
             }
         }
