@@ -889,6 +889,21 @@ async fn stdin_and_exit_codes() {
         shown.contains("no manifest documents found in standard input"),
         "names where it looked: {shown}"
     );
+    assert!(
+        !shown.contains("directory"),
+        "only a directory's hint speaks of directories: {shown}"
+    );
+    // Standard input holding the manifests cannot also answer the confirmation: said so, and
+    // nothing is deleted.
+    sim.clear_request_log();
+    let out = run_binary_with_stdin(&["destroy", "-f", "-"], &sim, &text).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("standard input holds the manifests") && shown.contains("--auto-approve"),
+        "{shown}"
+    );
+    assert!(sim.request_log().iter().all(|r| !r.is_write()));
     // A file named twice (itself, and inside its directory) is read once: no duplicate.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("domains.yaml");
