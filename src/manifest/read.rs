@@ -81,14 +81,18 @@ pub fn load_with(paths: &[PathBuf], accounts: &[String]) -> Result<ManifestSet, 
             object: None,
             field: None,
             message: format!(
-                "no manifest documents found in {} (a directory is read for *.yaml, *.yml and *.json files)",
+                "no manifest documents found in {}{}",
                 (paths.iter())
                     .map(|p| match p.as_os_str() == STDIN {
                         true => "standard input".to_string(),
                         false => super::shown_file(p),
                     })
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                match paths.iter().any(|p| p.is_dir()) {
+                    true => " (a directory is read for *.yaml, *.yml and *.json files)",
+                    false => "",
+                }
             ),
         });
     }

@@ -281,7 +281,8 @@ pub struct DestroyArgs {
     #[command(flatten)]
     pub plan: PlanArgs,
     /// Carry out the plan without asking. Without it, `destroy` shows the plan and asks for
-    /// `yes` on a terminal, and refuses to run when standard input is not one.
+    /// `yes` on a terminal, and refuses to run when standard input is not one or holds the
+    /// manifests (`-f -`).
     #[arg(long)]
     pub auto_approve: bool,
 }
@@ -296,17 +297,25 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
     let loaded = args.plan.load()?;
     let planned = args.plan.plan_accounts(&loaded, true).await?;
     // Nothing to delete or deactivate: nothing to confirm.
+    let manifests_on_stdin = (args.plan.files.iter()).any(|f| f.as_os_str() == manifest::STDIN);
     let approve = |plan: &plan::OfflinePlan| {
-        args.auto_approve || plan.summary().delete == 0 || approved(plan)
+        args.auto_approve || plan.summary().delete == 0 || approved(plan, manifests_on_stdin)
     };
     Ok(carry_out(planned, Carry::Destroy, args.plan.output, approve).await)
 }
 
-/// Shows the deletion plan and asks for `yes` on a terminal; false without a terminal (the
-/// caller must pass `--auto-approve`) or without `yes`.
-fn approved(plan: &plan::OfflinePlan) -> bool {
+/// Shows the deletion plan and asks for `yes` on a terminal; false without a terminal, or when
+/// standard input held the manifests (`manifests_on_stdin`; the caller must pass
+/// `--auto-approve`), or without `yes`.
+fn approved(plan: &plan::OfflinePlan, manifests_on_stdin: bool) -> bool {
     use std::io::{BufRead, IsTerminal, Write};
     eprint!("{}", render::plan_text(plan, true));
+    if manifests_on_stdin {
+        eprintln!(
+            "destroy deletes or deactivates the objects above, matched by external-id or by name: standard input holds the manifests, so it cannot confirm; pass --auto-approve, or give the manifests as files"
+        );
+        return false;
+    }
     if !std::io::stdin().is_terminal() {
         eprintln!(
             "destroy deletes or deactivates the objects above, matched by external-id or by name: run it on a terminal to confirm, or pass --auto-approve"
