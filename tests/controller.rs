@@ -762,6 +762,21 @@ async fn a_paused_value_that_is_not_a_boolean_writes_nothing() {
     .await;
     wait_for(&keys, "ci", "Stalled/InvalidSpec", invalid).await;
     assert!(env.sim.snapshot().api_keys.is_empty());
+    // With nothing at the service to delete, nothing holds its deletion.
+    create(
+        &keys,
+        &CI_KEY
+            .replace(
+                "metadata: {name: ci}",
+                "metadata:\n  name: never\n  annotations: {mailtarget.co/paused: \"yes\"}",
+            )
+            .replace("secretName: ci-key", "secretName: never-key")
+            .replace("  name: ci\n", "  name: never\n"),
+    )
+    .await;
+    let never = wait_for(&keys, "never", "Stalled/InvalidSpec", invalid).await;
+    keys.delete("never", &Default::default()).await.unwrap();
+    wait_deleted(&keys, "never", never.metadata.uid.as_deref().unwrap()).await;
     let set_paused = |value: serde_json::Value| {
         let keys = keys.clone();
         async move {

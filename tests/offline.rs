@@ -685,6 +685,42 @@ async fn a_rename_into_a_taken_name_is_refused_at_plan_time() {
         "{:?}",
         sim.request_log()
     );
+    // Paused or ObserveOnly, the resource writes nothing, so it is left alone (paused) or
+    // observed, as in a cluster.
+    for (annotation, policy, action) in [
+        (", mailtarget.co/paused: \"true\"", "", ": paused"),
+        ("", ", managementPolicy: ObserveOnly", ": observe"),
+    ] {
+        let text = text
+            .replace("\"}}", &format!("\"{annotation}}}"))
+            .replace("spec: {name: Beta", &format!("spec: {{name: Beta{policy}"));
+        let out = run_manifest("plan", dir.path(), "sub.yaml", &text, &sim).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}: {shown}");
+        assert!(shown.contains(action), "{shown}");
+    }
+    // A domain is set at create only: an external id naming another domain's object is a note
+    // (point it at the right id), never a rename.
+    let domain = |name: &str| mailtarget_operator::api::CreateSendingDomain {
+        domain: name.into(),
+        ..Default::default()
+    };
+    let x = client
+        .create_sending_domain(&domain("x.example.com"))
+        .await
+        .unwrap();
+    client
+        .create_sending_domain(&domain("y.example.com"))
+        .await
+        .unwrap();
+    let text = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{domain: y.example.com}}\n",
+        x.id
+    );
+    let out = run_manifest("plan", dir.path(), "domain.yaml", &text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(!shown.contains("taken"), "{shown}");
 }
 
 /// `mailtarget.co/adoption-policy: Adopt` never creates in the cluster-less front end either:
