@@ -793,7 +793,9 @@ async fn a_paused_value_that_is_not_a_boolean_writes_nothing() {
     set_paused(json!("1")).await;
     keys.delete("ci", &Default::default()).await.unwrap();
     wait_for(&keys, "ci", "a stalled deletion", move |k: &ApiKey| {
-        k.metadata.deletion_timestamp.is_some() && invalid(k)
+        let deletion_refused = (k.status.as_ref())
+            .is_some_and(|s| (s.conditions.iter()).any(|c| c.message.contains("is not deleted")));
+        k.metadata.deletion_timestamp.is_some() && invalid(k) && deletion_refused
     })
     .await;
     assert_eq!(env.sim.snapshot().api_keys.len(), 1, "not deleted");

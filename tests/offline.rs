@@ -692,7 +692,7 @@ async fn a_rename_into_a_taken_name_is_refused_at_plan_time() {
         ("", ", managementPolicy: ObserveOnly", ": observe"),
     ] {
         let text = text
-            .replace("\"}}", &format!("\"{annotation}}}"))
+            .replace("\"}\nspec", &format!("\"{annotation}}}\nspec"))
             .replace("spec: {name: Beta", &format!("spec: {{name: Beta{policy}"));
         let out = run_manifest("plan", dir.path(), "sub.yaml", &text, &sim).await;
         let shown = output_text(&out);
@@ -1427,7 +1427,8 @@ async fn secrets_dir_is_written_safely() {
 async fn an_unwritable_secrets_dir_stops_apply_before_any_write() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let sim = simulator().await;
-    let dir = tempfile::tempdir().unwrap();
+    // Under /tmp, which any user may enter (TMPDIR may be below a private home).
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
     let open = |path: &std::path::Path, mode: u32| {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
     };

@@ -192,8 +192,15 @@ pub async fn find_managed<K: Managed>(
     }
     match &found {
         Some((_, how)) => {
-            let taken = list.read(|items| driver::rename_taken::<K>(desired, how.id, items));
-            if let Some(message) = taken {
+            // A rename into a name another object holds: confirmed on a list read since the
+            // reconcile began (the holder may have been renamed meanwhile), then refused.
+            let taken = |items: &[K::Item]| driver::rename_taken::<K>(desired, how.id, items);
+            let list = if list.doubt(since, |items| taken(items).is_some()) {
+                fresh().await.map_err(failed)?
+            } else {
+                list
+            };
+            if let Some(message) = list.read(taken) {
                 return Err(Failure::blocked("AlreadyExists", message, old));
             }
             if let Some(owner) = ctx.claims.owner(&ctx.accounts, obj, Some(how.id)).await {

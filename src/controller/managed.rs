@@ -160,7 +160,7 @@ impl<S: Clone> Failure<S> {
 
     /// The spec has problems the schema could not catch: `Stalled` with reason `InvalidSpec`
     /// listing each field and what to fix. Some live in annotations (`external-id`,
-    /// `adoption-policy`), which do not change the generation, so the resource is checked again
+    /// `adoption-policy`, `paused`), which do not change the generation, so the resource is checked again
     /// at resync and on any change (validation costs no API call).
     pub fn invalid_spec(problems: &[crate::engine::Problem], status: &S) -> Box<Self> {
         Self::blocked(
@@ -335,20 +335,6 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
             match event {
                 Finalizer::Apply(o) => apply(o.as_ref(), &ctx, &api).await,
                 Finalizer::Cleanup(o) => {
-                    if let Err(message) = crate::crd::paused(o.annotations()) {
-                        // Paused or not cannot be told: nothing is deleted until it can.
-                        let problem = format!(
-                            "metadata.annotations[{}]: {message}",
-                            crate::crd::ANNOTATION_PAUSED
-                        );
-                        return Err(stall_deletion(
-                            o.as_ref(),
-                            &ctx,
-                            &api,
-                            Error::InvalidSpec(problem),
-                        )
-                        .await);
-                    }
                     ctx.forget(o.as_ref());
                     ctx.metrics.set_ready(K::KIND, object_key(o.as_ref()), None);
                     if let Some(id) = o.recorded_id()

@@ -66,11 +66,6 @@ pub async fn plan_desired<K: ManagedKind>(
     if let Some((_, message)) = lookup.blocked(K::NOUN, K::natural_key(&desired)) {
         return Err(PlanError::Blocked(message));
     }
-    if let Lookup::Found(_, how) = &lookup
-        && let Some(message) = rename_taken::<K>(&desired, how.id, items)
-    {
-        return Err(PlanError::Blocked(message));
-    }
     let observed = match lookup {
         Lookup::Found(_, how) if K::needs_detail(&desired) => Some((
             how,
@@ -82,17 +77,24 @@ pub async fn plan_desired<K: ManagedKind>(
     plan_observed(desired, external_id, observed)
 }
 
-/// Why the object `found` cannot take `d`'s natural key, before any write: another object of
-/// `items` holds it and the service keeps it unique ([`ManagedKind::NATURAL_KEY_UNIQUE`]; a
-/// sub account's rename would be refused `400 DUPLICATE`, and a domain, set at create only,
-/// would name another object). `None` when the key is free or is `found`'s own (a change of
-/// case only), or may repeat (API key names).
+/// Why the object `found` cannot be given `d`'s natural key, before any write: `d` renames it
+/// ([`ManagedKind::NATURAL_KEY_UPDATABLE`]) to a key another object of `items` holds, and the
+/// service keeps keys unique ([`ManagedKind::NATURAL_KEY_UNIQUE`]): a sub account's rename
+/// would be refused `400 DUPLICATE`. `None` when `found` already has the key (a change of case
+/// at most), when the key is free, or for other kinds. Callers ask it only for resources that
+/// write (not paused, not `ObserveOnly`).
 pub fn rename_taken<K: ManagedKind>(
     d: &K::Desired,
     found: i64,
     items: &[K::Item],
 ) -> Option<String> {
-    if !K::NATURAL_KEY_UNIQUE {
+    if !(K::NATURAL_KEY_UNIQUE && K::NATURAL_KEY_UPDATABLE) {
+        return None;
+    }
+    let Lookup::Found(item, _) = K::lookup(d, Some(found), None, items) else {
+        return None;
+    };
+    if let Lookup::Found(..) = K::lookup(d, None, None, std::slice::from_ref(item)) {
         return None;
     }
     let holders = match K::lookup(d, None, None, items) {
@@ -103,7 +105,7 @@ pub fn rename_taken<K: ManagedKind>(
     let other = holders.into_iter().find(|id| *id != found)?;
     let (noun, key) = (K::NOUN, K::natural_key(d));
     Some(format!(
-        "\"{key}\" is taken by {noun} {other} (the service allows it once, compared without case), so {noun} {found} cannot take it; choose another, or free it at {noun} {other} first"
+        "\"{key}\" is taken by {noun} {other} (the service allows a name once, compared without case), so {noun} {found} cannot be renamed to it; choose another name, or rename {noun} {other} first (in an earlier apply)"
     ))
 }
 

@@ -181,6 +181,10 @@ pub trait ManagedKind: 'static {
     /// at the same moment by another client, which the cluster-less `apply` looks for after
     /// each create (`offline::twins`).
     const NATURAL_KEY_UNIQUE: bool = true;
+    /// True when an update can change the natural key (a sub account's name; a domain is set
+    /// at create only). With [`Self::NATURAL_KEY_UNIQUE`], a change into a key another object
+    /// holds is refused before any write ([`driver::rename_taken`]).
+    const NATURAL_KEY_UPDATABLE: bool = false;
 
     /// Validates the spec. Errors: every problem, each naming its field.
     fn desired(r: &Self::Resource) -> Result<Self::Desired, Vec<Problem>>;

@@ -470,7 +470,18 @@ async fn plan_placed<K: ManagedKind>(
     };
     let external_id = r.external_id();
     let Some(reference) = r.sub_account_ref() else {
-        let result = driver::plan_desired::<K>(client, d, external_id, K::items(inventory)).await;
+        let items = K::items(inventory);
+        let mut result = driver::plan_desired::<K>(client, d, external_id, items).await;
+        // A rename into a name another object holds fails before any write, as in a cluster,
+        // where paused and ObserveOnly resources never get this far.
+        if let Ok(plan) = &result
+            && let Some(found) = plan.planned.found
+            && r.writes()
+            && !loaded.resource.is_paused()
+            && let Some(taken) = driver::rename_taken::<K>(&plan.desired, found.id, items)
+        {
+            result = Err(driver::PlanError::Blocked(taken));
+        }
         return Ok((planned(e, result, step)?, None));
     };
     let own = loaded.resource.namespace();

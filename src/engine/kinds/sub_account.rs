@@ -115,6 +115,8 @@ impl ManagedKind for SubAccount {
     type Request = Call;
     const KIND: &'static str = "SubAccount";
     const NOUN: &'static str = "sub account";
+    /// `PUT /sub-account/{id}` takes a new name (the interface document, "Sub accounts").
+    const NATURAL_KEY_UPDATABLE: bool = true;
 
     fn desired(r: &SubAccount) -> Result<Desired, Vec<Problem>> {
         let problems = validate::sub_account(r);
