@@ -1798,15 +1798,7 @@ async fn a_twin_made_through_two_accounts_of_one_company_is_named_so() {
     let sim = simulator().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("twins.yaml");
-    std::fs::write(
-        &file,
-        format!(
-            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: ours}}\nspec: {{name: app, secretName: ours-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  name: app\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
-            sim.base_url(),
-            sim.transmission_url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&file, two_keys_named_app(&sim)).unwrap();
     let key_file = dir.path().join("billing.key");
     std::fs::write(&key_file, KEY).unwrap();
     let account = format!("billing=@{}", key_file.display());
@@ -2073,6 +2065,24 @@ async fn tenants_apply_inside_their_sub_accounts() {
     assert!(!dir.path().join("team-a").exists(), "no secret written");
 }
 
+/// ClusterAccount `billing` reaching `sim`, as one manifest document.
+fn billing_account(sim: &Simulator) -> String {
+    format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n",
+        sim.base_url(),
+        sim.transmission_url()
+    )
+}
+
+/// ClusterAccount `billing` reaching `sim`, with ApiKey `ours` of the default account and
+/// ApiKey `invoices` of `billing`, both naming the key `app`.
+fn two_keys_named_app(sim: &Simulator) -> String {
+    format!(
+        "{}---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: ours}}\nspec: {{name: app, secretName: ours-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  name: app\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
+        billing_account(sim)
+    )
+}
+
 /// Accounts other than `default` take their key from `--account NAME=@FILE` and their addresses
 /// from their manifest: a folder with a key of the default account and, through a ClusterAccount
 /// `billing` (another company, another simulator), a key of billing applies in one run, each key
@@ -2086,11 +2096,7 @@ async fn accounts_take_their_keys_from_the_command_line() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let manifests = format!(
-        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: ours}}\nspec: {{name: app, secretName: ours-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  name: app\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
-        billing.base_url(),
-        billing.transmission_url()
-    );
+    let manifests = two_keys_named_app(&billing);
     let file = dir.path().join("accounts.yaml");
     std::fs::write(&file, manifests).unwrap();
     let key_file = dir.path().join("billing.key");
@@ -2229,9 +2235,8 @@ async fn account_keys_are_read_once_and_never_echoed() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("billing.yaml");
     let manifests = format!(
-        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
-        billing.base_url(),
-        billing.transmission_url()
+        "{}---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices}}\nspec:\n  secretName: invoices-key\n  accountRef: {{name: billing}}\n",
+        billing_account(&billing)
     );
     std::fs::write(&file, manifests).unwrap();
     let file = file.to_str().unwrap();
