@@ -600,12 +600,9 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
     if obj.recorded_id().is_none() && !identity::pending_is_ours(ctx, obj) {
         return Ok(Action::await_change());
     }
-    if let Err(message) = crate::crd::paused(obj.annotations()) {
+    if let Some(problem) = crate::engine::validate::paused(obj.annotations()) {
         // Paused or not cannot be told: nothing is deleted until it can (the finalizer waits).
-        let annotation = crate::crd::ANNOTATION_PAUSED;
-        return Err(Error::InvalidSpec(format!(
-            "metadata.annotations[{annotation}]: {message}"
-        )));
+        return Err(Error::InvalidSpec(problem.to_string()));
     }
     let usage = usage_of(ctx, obj, false).await.map_err(Error::Account)?;
     let service = usage.service.as_ref();

@@ -114,6 +114,14 @@ pub fn external_id(
     }
 }
 
+/// The problem of a `mailtarget.co/paused` value other than `true` or `false` (see
+/// [`crate::crd::paused`]), if any.
+pub fn paused(annotations: &std::collections::BTreeMap<String, String>) -> Option<Problem> {
+    let message = crate::crd::paused(annotations).err()?;
+    let field = format!("metadata.annotations[{}]", crate::crd::ANNOTATION_PAUSED);
+    Some(Problem::new(field, message))
+}
+
 /// Problems of the annotations every kind reads: `external-id`, `adoption-policy` and `paused`.
 fn annotations(
     annotations: Option<&std::collections::BTreeMap<String, String>>,
@@ -130,14 +138,7 @@ fn annotations(
             message,
         ));
     }
-    if let Some(a) = annotations
-        && let Err(message) = crate::crd::paused(a)
-    {
-        out.push(Problem::new(
-            format!("metadata.annotations[{}]", crate::crd::ANNOTATION_PAUSED),
-            message,
-        ));
-    }
+    out.extend(annotations.and_then(paused));
 }
 
 /// Problems of a SubAccount spec.
