@@ -1420,6 +1420,93 @@ async fn secrets_dir_is_written_safely() {
     );
 }
 
+/// The files under `--secrets-dir` are owned as the controller owns a Secret: `apply` does not
+/// write into a directory it did not write for the resource (the user's own files, or another
+/// resource's), and stops before any call to the service; the annotation
+/// `mailtarget.co/adoption-policy` takes the user's files over. `destroy --secrets-dir` removes
+/// the files `apply` wrote for the resources it destroys, and no other.
+#[tokio::test]
+async fn secrets_dir_files_are_owned_like_secrets() {
+    let sim = simulator().await;
+    let manifests = tempfile::tempdir().unwrap();
+    let key = |name: &str, annotations: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: {name}\n{annotations}spec:\n  secretName: shared\n  deletionPolicy: Delete\n"
+        )
+    };
+    let write = |file: &str, text: String| {
+        let path = manifests.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let a = write("a.yaml", key("a", ""));
+    let b = write("b.yaml", key("b", ""));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let file = dir.path().join("default/shared/apiKey");
+
+    // The user's own file in the place: refused before any call, the file untouched.
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "the user's").unwrap();
+    sim.clear_request_log();
+    let out = run_binary(&["apply", "-f", &a, "--secrets-dir", d], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("default/shared"),
+        "names the directory: {shown}"
+    );
+    assert!(shown.contains("not written"), "says why: {shown}");
+    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "the user's");
+
+    // The adoption annotation takes it over; from then on it is the resource's.
+    let annotated = "  annotations:\n    mailtarget.co/adoption-policy: AdoptOrCreate\n";
+    write("a.yaml", key("a", annotated));
+    let out = run_binary(&["apply", "-f", &a, "--secrets-dir", d], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let value = std::fs::read_to_string(&file).unwrap();
+    assert_ne!(value, "the user's");
+    write("a.yaml", key("a", ""));
+    let out = run_binary(&["apply", "-f", &a, "--secrets-dir", d], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+
+    // Another resource's directory: refused before any call, naming its owner.
+    sim.clear_request_log();
+    let out = run_binary(&["apply", "-f", &b, "--secrets-dir", d], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(
+        shown.contains("ApiKey default/a"),
+        "names the owner: {shown}"
+    );
+    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), value);
+
+    // destroy removes only what apply wrote for the resources it destroys.
+    let mine = dir.path().join("default/mine/notes");
+    std::fs::create_dir_all(mine.parent().unwrap()).unwrap();
+    std::fs::write(&mine, "kept").unwrap();
+    let sim = &sim;
+    let destroy = |f: String| async move {
+        let args = ["destroy", "-f", &f, "--secrets-dir", d, "--auto-approve"];
+        run_binary(&args, Some(sim)).await
+    };
+    let out = destroy(b.clone()).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        value,
+        "a's file stays"
+    );
+    let out = destroy(a.clone()).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("removed"), "{shown}");
+    assert!(!dir.path().join("default/shared").exists(), "{shown}");
+    assert_eq!(std::fs::read_to_string(&mine).unwrap(), "kept");
+}
+
 /// A `--secrets-dir` the user may not write into (mode 0555) stops `apply` before any call to
 /// the service, exit 2: no key is created whose value could not be stored. Run as an
 /// unprivileged user (through `setpriv` when the tests run as root, whom modes do not stop).
