@@ -1,5 +1,6 @@
 //! Writing files without following symbolic links: the one writer of every command that writes
-//! files (`apply --secrets-dir`, `crds --out-dir`).
+//! files (`apply --secrets-dir`, `crds --out-dir`), and the one remover (`destroy
+//! --secrets-dir`).
 //!
 //! The directory the user chose is opened once; every level below it is opened relative to its
 //! parent with `O_NOFOLLOW` (`openat`, through `rustix`), so a symbolic link planted anywhere
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, CWD, Mode, OFlags};
 
 /// Why a file could not be written. Messages name the path, never the content.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FileError {
     /// An I/O failure at `path`.
     #[error("cannot write {path}: {message}")]
@@ -69,6 +70,11 @@ impl SafeDir {
         })
     }
 
+    /// The directory's path, as the user named it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Writes `content` to `levels` below this directory (the last level is the file name),
     /// with permission bits `mode` (0600 for secrets). Returns the file's path.
     ///
@@ -94,6 +100,130 @@ impl SafeDir {
     }
 }
 
+/// Who a directory below a [`SafeDir`] belongs to, from the marker file it holds
+/// ([`SafeDir::claim`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The directory does not exist or is empty.
+    Free,
+    /// It holds the marker file, whose content (trimmed) is given.
+    Marked(String),
+    /// It holds other entries and no marker file (or a marker that is not a regular file).
+    Unmarked,
+}
+
+/// The longest marker content read, in bytes; a longer one is cut there.
+const MARKER_MAX: usize = 4096;
+
+impl SafeDir {
+    /// Who the directory `levels` below this one belongs to: the content of its file `marker`.
+    /// Nothing is created or followed: a level that is a symbolic link or a file is an error.
+    ///
+    /// Errors: such a level, an invalid level name, or an I/O failure.
+    pub fn claim(&self, levels: &[&str], marker: &str) -> Result<Claim, FileError> {
+        let Some((fd, path)) = self.existing(levels)? else {
+            return Ok(Claim::Free);
+        };
+        let mut entries = rustix::fs::Dir::read_from(&fd).map_err(|e| io(&path, e))?;
+        let empty =
+            entries.all(|e| e.is_ok_and(|e| matches!(e.file_name().to_bytes(), b"." | b"..")));
+        if empty {
+            return Ok(Claim::Free);
+        }
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file = match rustix::fs::openat(&fd, marker, flags, Mode::empty()) {
+            Ok(file) => file,
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(Claim::Unmarked),
+            Err(e) => return Err(io(&path.join(marker), e)),
+        };
+        let stat = rustix::fs::fstat(&file).map_err(|e| io(&path.join(marker), e))?;
+        if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+            return Ok(Claim::Unmarked);
+        }
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::fs::File::from(file), MARKER_MAX as u64),
+            &mut content,
+        )
+        .map_err(|e| io(&path.join(marker), e))?;
+        Ok(Claim::Marked(
+            String::from_utf8_lossy(&content).trim().to_string(),
+        ))
+    }
+
+    /// Removes every entry of the directory `levels` below this one that is not a directory
+    /// (files, symbolic links: never followed), then that directory and each of its parents
+    /// below this one left empty. A missing directory is no error. Returns the paths removed.
+    ///
+    /// Errors: a level that is a symbolic link or a file, an invalid level name, or an I/O
+    /// failure (entries removed before it stay removed).
+    pub fn remove(&self, levels: &[&str]) -> Result<Vec<PathBuf>, FileError> {
+        let Some((fd, path)) = self.existing(levels)? else {
+            return Ok(Vec::new());
+        };
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&fd).map_err(|e| io(&path, e))? {
+            let entry = entry.map_err(|e| io(&path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name != "." && name != ".." {
+                names.push(name);
+            }
+        }
+        let mut removed = Vec::new();
+        for name in names {
+            match rustix::fs::unlinkat(&fd, name.as_str(), AtFlags::empty()) {
+                Ok(()) => removed.push(path.join(name)),
+                // A directory (or one gone meanwhile) stays.
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::ISDIR) => {}
+                Err(e) => return Err(io(&path.join(name), e)),
+            }
+        }
+        drop(fd);
+        // Each emptied level, deepest first; the first one still holding entries ends it.
+        for depth in (1..=levels.len()).rev() {
+            let Some((at, _)) = self.existing(&levels[..depth - 1])? else {
+                break;
+            };
+            if rustix::fs::unlinkat(&at, levels[depth - 1], AtFlags::REMOVEDIR).is_err() {
+                break;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The directory `levels` below this one, opened without following links (`None` when a
+    /// level does not exist), with its path.
+    fn existing(&self, levels: &[&str]) -> Result<Option<(OwnedFd, PathBuf)>, FileError> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut path = self.path.clone();
+        let mut fd: Option<OwnedFd> = None;
+        for level in levels {
+            check_level(&path, level)?;
+            path.push(level);
+            let at = fd.as_ref().unwrap_or(&self.fd);
+            fd = match rustix::fs::openat(at, *level, flags, Mode::empty()) {
+                Ok(next) => Some(next),
+                Err(rustix::io::Errno::NOENT) => return Ok(None),
+                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                    return Err(io(&path, NOT_A_DIRECTORY));
+                }
+                Err(e) => return Err(io(&path, e)),
+            };
+        }
+        let fd = match fd {
+            Some(fd) => fd,
+            None => {
+                rustix::fs::openat(&self.fd, ".", flags, Mode::empty()).map_err(|e| io(&path, e))?
+            }
+        };
+        Ok(Some((fd, path)))
+    }
+}
+
+/// Why a level below a [`SafeDir`] is refused.
+const NOT_A_DIRECTORY: &str =
+    "a symbolic link or a file stands where a directory belongs; it is not followed";
+
 fn check_level(parent: &Path, level: &str) -> Result<(), FileError> {
     if level.is_empty()
         || level == "."
@@ -118,10 +248,7 @@ fn open_dir_below(at: &OwnedFd, name: &str, path: &Path) -> Result<OwnedFd, File
             }
             rustix::fs::openat(at, name, flags, Mode::empty()).map_err(|e| io(path, e))
         }
-        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => Err(io(
-            path,
-            "a symbolic link or a file stands where a directory belongs; it is not followed",
-        )),
+        Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => Err(io(path, NOT_A_DIRECTORY)),
         Err(e) => Err(io(path, e)),
     }
 }
@@ -172,6 +299,60 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"v");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    /// A directory's claim: free when missing or empty, else its marker's content, or unmarked
+    /// (no marker, or a marker that is a link); a link standing for a level is refused.
+    #[test]
+    fn claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        assert_eq!(safe.claim(&["a", "b"], "m"), Ok(Claim::Free));
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        assert_eq!(safe.claim(&["a", "b"], "m"), Ok(Claim::Free));
+        std::fs::write(dir.path().join("a/b/f"), "x").unwrap();
+        assert_eq!(safe.claim(&["a", "b"], "m"), Ok(Claim::Unmarked));
+        std::os::unix::fs::symlink(dir.path().join("a/b/f"), dir.path().join("a/b/m")).unwrap();
+        assert_eq!(safe.claim(&["a", "b"], "m"), Ok(Claim::Unmarked));
+        std::fs::remove_file(dir.path().join("a/b/m")).unwrap();
+        std::fs::write(dir.path().join("a/b/m"), "owner\n").unwrap();
+        assert_eq!(
+            safe.claim(&["a", "b"], "m"),
+            Ok(Claim::Marked("owner".into()))
+        );
+        std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("l")).unwrap();
+        assert!(safe.claim(&["l", "b"], "m").is_err());
+    }
+
+    /// Removal takes a directory's files and links (never their targets), keeps its
+    /// subdirectories, and removes each level it leaves empty, up to the first that is not.
+    #[test]
+    fn removes() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "kept").unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b/sub")).unwrap();
+        std::fs::create_dir_all(dir.path().join("a/c")).unwrap();
+        std::fs::write(dir.path().join("a/b/f"), "x").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("a/b/l")).unwrap();
+        let mut removed = safe.remove(&["a", "b"]).unwrap();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [dir.path().join("a/b/f"), dir.path().join("a/b/l")]
+        );
+        assert!(dir.path().join("a/b/sub").is_dir(), "a subdirectory stays");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+        std::fs::remove_dir(dir.path().join("a/b/sub")).unwrap();
+        std::fs::write(dir.path().join("a/b/f"), "x").unwrap();
+        safe.remove(&["a", "b"]).unwrap();
+        assert!(!dir.path().join("a/b").exists(), "emptied: removed");
+        assert!(
+            dir.path().join("a/c").is_dir(),
+            "its parent holds more: kept"
+        );
+        assert_eq!(safe.remove(&["a", "gone"]).unwrap(), Vec::<PathBuf>::new());
     }
 
     /// `..` and separators never leave the directory.

@@ -1337,7 +1337,8 @@ async fn plan_shows_removals_and_unmanaged_objects() {
 }
 
 /// `--secrets-dir` never follows a symbolic link below the directory: a link planted as the
-/// file is replaced (its target untouched), a link planted as a directory is refused; an
+/// file is replaced (its target untouched), a link planted as a directory is refused before
+/// any call; an
 /// existing file gets mode 0600 whatever it had; a write that fails (the file's place is a
 /// directory, the directory is a file) fails the run naming the path.
 #[tokio::test]
@@ -1350,12 +1351,15 @@ async fn secrets_dir_is_written_safely() {
     let target = outside.path().join("target");
     std::fs::write(&target, "untouched").unwrap();
 
-    // A link planted as the file: replaced by a private file, its target untouched.
+    // A link planted as the file (in the directory written for the key): replaced by a private
+    // file, its target untouched.
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("default/ci-mailtarget-key");
-    std::fs::create_dir_all(&folder).unwrap();
-    symlink(&target, folder.join("apiKey")).unwrap();
     let d = dir.path().to_str().unwrap();
+    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    std::fs::remove_file(folder.join("apiKey")).unwrap();
+    symlink(&target, folder.join("apiKey")).unwrap();
     let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
@@ -1374,24 +1378,25 @@ async fn secrets_dir_is_written_safely() {
     let meta = std::fs::metadata(folder.join("apiKey")).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
 
-    // A link planted as a directory: refused, nothing written outside.
+    // The file's place is a directory: the run fails naming it.
+    std::fs::remove_file(folder.join("apiKey")).unwrap();
+    std::fs::create_dir(folder.join("apiKey")).unwrap();
+    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("ci-mailtarget-key/apiKey"), "{shown}");
+
+    // A link planted as a directory: refused before any call, nothing written outside.
     let dir = tempfile::tempdir().unwrap();
     symlink(outside.path(), dir.path().join("default")).unwrap();
     let d = dir.path().to_str().unwrap();
+    sim.clear_request_log();
     let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("default"), "names the path: {shown}");
     assert!(!outside.path().join("ci-mailtarget-key").exists());
-
-    // The file's place is a directory: the run fails naming it.
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("default/ci-mailtarget-key/apiKey")).unwrap();
-    let d = dir.path().to_str().unwrap();
-    let out = run_binary(&["apply", "-f", keys, "--secrets-dir", d], Some(&sim)).await;
-    let shown = output_text(&out);
-    assert_eq!(out.status.code(), Some(1), "{shown}");
-    assert!(shown.contains("ci-mailtarget-key/apiKey"), "{shown}");
+    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
 
     // The directory is a file: nothing is created at the service.
     let file = outside.path().join("not-a-dir");
@@ -2049,7 +2054,7 @@ async fn a_failed_secret_write_keeps_the_previous_value() {
     let leftovers: Vec<_> = std::fs::read_dir(file.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())
-        .filter(|n| n != "apiKey")
+        .filter(|n| n != "apiKey" && n != "..owner")
         .collect();
     assert!(
         leftovers.is_empty(),

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use futures::{StreamExt, stream};
-use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 
 use super::plan::{Entry, Inside, OfflinePlan, Step, Summary};
@@ -38,6 +37,9 @@ pub struct Outcome {
     /// Files written under `--secrets-dir` (paths only).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secret_files: Vec<PathBuf>,
+    /// Files `destroy --secrets-dir` removed (paths only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed_files: Vec<PathBuf>,
     /// Each planned API call with what became of it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<StepReport>,
@@ -73,6 +75,7 @@ pub(crate) fn outcome(entry: &Entry, result: &'static str) -> Outcome {
         dns_records: Vec::new(),
         verified: None,
         secret_files: Vec::new(),
+        removed_files: Vec::new(),
         steps: Vec::new(),
     }
 }
@@ -123,10 +126,10 @@ pub async fn run(
     let subs = indexed(|s| matches!(s, Step::SubAccount { .. }));
     let created: Vec<(usize, Outcome, Option<SubAccountDetail>)> = stream::iter(subs)
         .map(|i| async move {
-            let (entry, namespace) = (&plan.entries[i], plan.resources[i].namespace());
+            let entry = &plan.entries[i];
             match &plan.steps[i] {
                 Step::SubAccount(p) => {
-                    let (o, d) = apply_one(ctx, p, entry, namespace, true).await;
+                    let (o, d) = apply_one(ctx, p, entry, true).await;
                     (i, o, d)
                 }
                 _ => (i, outcome(entry, "skipped"), None),
@@ -158,15 +161,13 @@ pub async fn run(
     for phase in phases {
         let done: Vec<(usize, Outcome)> = stream::iter(indexed(phase))
             .map(|i| async move {
-                let (entry, namespace) = (&plan.entries[i], plan.resources[i].namespace());
+                let entry = &plan.entries[i];
                 let new_sub = new_sub_account(plan, i, sub_details);
                 let o = match (placed_ctx(ctx, callers, i), &plan.steps[i]) {
                     (Err(e), _) => failed(entry, e),
-                    (Ok(ctx), Step::ApiKey(p)) => {
-                        apply_placed(&ctx, p, entry, namespace, new_sub).await
-                    }
+                    (Ok(ctx), Step::ApiKey(p)) => apply_placed(&ctx, p, entry, new_sub).await,
                     (Ok(ctx), Step::SendingDomain(p)) => {
-                        apply_placed(&ctx, p, entry, namespace, new_sub).await
+                        apply_placed(&ctx, p, entry, new_sub).await
                     }
                     (Ok(_), _) => outcome(entry, "skipped"),
                 };
@@ -235,30 +236,6 @@ fn placed_ctx<'a>(
     })
 }
 
-/// Writes `value` to `DIR/<namespace>/<secret>/<key>` under `--secrets-dir` (mirroring the
-/// Secret the controller would write) with mode 0600, replacing an older file without following
-/// any symbolic link below `DIR` (see [`crate::files`]); a failure fails `o`, naming the path
-/// (never the value), and leaves the older file intact.
-fn write_secret(
-    ctx: &Ctx<'_>,
-    o: &mut Outcome,
-    namespace: &str,
-    secret: &str,
-    key: &str,
-    value: &SecretString,
-) {
-    let Some(dir) = ctx.secrets_dir else { return };
-    let bytes = value.expose_secret().as_bytes();
-    match dir.write(&[namespace, secret, key], bytes, 0o600) {
-        Ok(path) => o.secret_files.push(path),
-        // The value was obtained but not stored: the run fails, naming the file.
-        Err(e) => {
-            o.result = "failed";
-            o.entry.error = Some(e.to_string());
-        }
-    }
-}
-
 /// Executes the plan of one resource of kind `K` and reports it: the result word, the id, each
 /// step's outcome, the secret values written under `--secrets-dir` and, with `report`, the DNS
 /// records to publish ([`ManagedKind::records`]; the object is read at the end when no step
@@ -267,7 +244,6 @@ pub(crate) async fn apply_one<K: ManagedKind>(
     ctx: &Ctx<'_>,
     plan: &ResourcePlan<K>,
     entry: &Entry,
-    namespace: &str,
     report: bool,
 ) -> (Outcome, Option<K::Detail>) {
     let exports = ctx.secrets_dir.is_some() && !K::secret_refs(&plan.desired).is_empty();
@@ -288,15 +264,11 @@ pub(crate) async fn apply_one<K: ManagedKind>(
         }
         match K::exports(&plan.desired, detail) {
             Ok(exports) => {
-                for export in exports {
-                    write_secret(
-                        ctx,
-                        &mut o,
-                        namespace,
-                        &export.secret_name,
-                        export.key,
-                        &export.value,
-                    );
+                for export in exports.iter().filter(|_| ctx.secrets_dir.is_some()) {
+                    let (secret, key, value) = (&export.secret_name, export.key, &export.value);
+                    if let Some(dir) = ctx.secrets_dir {
+                        super::secret_files::write(dir, &mut o, secret, key, value);
+                    }
                 }
             }
             Err(note) => o.entry.notes.push(note),
@@ -337,17 +309,16 @@ async fn apply_placed<K: ManagedKind>(
     ctx: &Ctx<'_>,
     plan: &ResourcePlan<K>,
     entry: &Entry,
-    namespace: &str,
     new_sub: Option<&SubAccountDetail>,
 ) -> Outcome {
     let Some(sub) = new_sub else {
-        return apply_one(ctx, plan, entry, namespace, true).await.0;
+        return apply_one(ctx, plan, entry, true).await.0;
     };
     let mut desired = plan.desired.clone();
     K::in_sub_account(&mut desired, sub.id);
     let held = Inventory::of_new_sub_account(sub);
     match driver::plan_desired::<K>(ctx.client, desired, plan.external_id, K::items(&held)).await {
-        Ok(plan) => apply_one(ctx, &plan, entry, namespace, true).await.0,
+        Ok(plan) => apply_one(ctx, &plan, entry, true).await.0,
         Err(e) => failed(entry, e),
     }
 }

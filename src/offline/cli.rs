@@ -6,6 +6,7 @@ use super::accounts::{self, AccountKey};
 use super::render::{self, OutputFormat};
 use super::{apply, destroy, plan};
 use crate::cli::{ApiArgs, CliError, Target};
+use crate::files::SafeDir;
 use crate::manifest;
 use crate::text::{MAX_LINE_CHARS, printable};
 
@@ -195,28 +196,38 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
     let loaded = args.plan.load()?;
     // Opened before any API call: a directory that cannot take the secrets stops the run before
     // anything is created whose secret would be lost.
-    let secrets_dir = args
-        .secrets_dir
-        .as_deref()
-        .map(crate::files::SafeDir::open)
-        .transpose()
-        .map_err(|e| CliError::Config(format!("--secrets-dir: {e}")))?;
-    let planned = args.plan.plan_accounts(&loaded, false).await?;
+    let secrets_dir = open_secrets_dir(args.secrets_dir.as_deref())?;
+    let mut planned = args.plan.plan_accounts(&loaded, false).await?;
+    if let Some(dir) = &secrets_dir {
+        for (_, plan) in &mut planned {
+            super::secret_files::check_apply(plan, dir);
+        }
+    }
     let carry = Carry::Apply(secrets_dir.as_ref());
     Ok(carry_out(planned, carry, args.plan.output, |_| true).await)
 }
 
+/// `--secrets-dir` `path`, opened (created when missing, see [`crate::files::SafeDir::open`]).
+///
+/// Errors: `path` is not a writable directory (exit 2).
+fn open_secrets_dir(path: Option<&std::path::Path>) -> Result<Option<SafeDir>, CliError> {
+    path.map(SafeDir::open)
+        .transpose()
+        .map_err(|e| CliError::Config(format!("--secrets-dir: {e}")))
+}
+
 /// What `apply` and `destroy` carry out: the plan (writing secret values under the directory
-/// given), or the deletion plan.
+/// given), or the deletion plan (removing the files written for its resources under the
+/// directory given).
 enum Carry<'a> {
-    Apply(Option<&'a crate::files::SafeDir>),
-    Destroy,
+    Apply(Option<&'a SafeDir>),
+    Destroy(Option<&'a SafeDir>),
 }
 
 impl Carry<'_> {
     /// True for `destroy`.
     fn deletes(&self) -> bool {
-        matches!(self, Carry::Destroy)
+        matches!(self, Carry::Destroy(_))
     }
 }
 
@@ -233,7 +244,7 @@ async fn carry_out(
     let plan = merged(&planned);
     let done = match carry {
         Carry::Apply(_) => "applied",
-        Carry::Destroy => "destroyed",
+        Carry::Destroy(_) => "destroyed",
     };
     let why = if plan.has_errors() {
         match output {
@@ -261,7 +272,7 @@ async fn carry_out(
     for (target, plan) in &planned {
         let part = match carry {
             Carry::Apply(dir) => apply::run(&target.client, plan, dir).await,
-            Carry::Destroy => destroy::run(&target.client, plan).await,
+            Carry::Destroy(dir) => destroy::run(&target.client, plan, dir).await,
         };
         report.outcomes.extend(part.outcomes);
     }
@@ -285,6 +296,10 @@ pub struct DestroyArgs {
     /// manifests (`-f -`).
     #[arg(long)]
     pub auto_approve: bool,
+    /// Remove the files `apply --secrets-dir DIR` wrote for the resources destroyed (as garbage
+    /// collection removes their Secrets in a cluster); files it did not write for them stay.
+    #[arg(long, value_name = "DIR")]
+    pub secrets_dir: Option<PathBuf>,
 }
 
 /// Runs `destroy`: plans the deletion policy of every resource, prints the plan and stops when
@@ -295,13 +310,21 @@ pub struct DestroyArgs {
 /// Errors: invalid manifests, unreachable or failing service while planning.
 pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
     let loaded = args.plan.load()?;
-    let planned = args.plan.plan_accounts(&loaded, true).await?;
+    // An existing directory only: there is nothing to remove from one that does not exist.
+    let secrets_dir = open_secrets_dir(args.secrets_dir.as_deref().filter(|d| d.exists()))?;
+    let mut planned = args.plan.plan_accounts(&loaded, true).await?;
+    if let Some(dir) = &secrets_dir {
+        for (_, plan) in &mut planned {
+            super::secret_files::note_removals(plan, dir);
+        }
+    }
     // Nothing to delete or deactivate: nothing to confirm.
     let manifests_on_stdin = (args.plan.files.iter()).any(|f| f.as_os_str() == manifest::STDIN);
     let approve = |plan: &plan::OfflinePlan| {
         args.auto_approve || plan.summary().delete == 0 || approved(plan, manifests_on_stdin)
     };
-    Ok(carry_out(planned, Carry::Destroy, args.plan.output, approve).await)
+    let carry = Carry::Destroy(secrets_dir.as_ref());
+    Ok(carry_out(planned, carry, args.plan.output, approve).await)
 }
 
 /// Shows the deletion plan and asks for `yes` on a terminal; false without a terminal, or when

@@ -14,6 +14,7 @@ use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction, placement};
+use crate::files::SafeDir;
 use crate::manifest::{Loaded, Resource};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -194,8 +195,13 @@ fn planned<K: ManagedKind>(
 }
 
 /// Executes a deletion plan: nothing when it has errors, else domains and keys first, then sub
-/// accounts, one at a time.
-pub async fn run(client: &Client, plan: &OfflinePlan) -> ApplyReport {
+/// accounts, one at a time; with `secrets_dir`, each resource carried out loses the files
+/// `apply --secrets-dir` wrote for it (see [`super::secret_files`]).
+pub async fn run(
+    client: &Client,
+    plan: &OfflinePlan,
+    secrets_dir: Option<&SafeDir>,
+) -> ApplyReport {
     let ctx = super::apply::Ctx {
         client,
         secrets_dir: None,
@@ -210,8 +216,7 @@ pub async fn run(client: &Client, plan: &OfflinePlan) -> ApplyReport {
     let mut outcomes: Vec<Option<Outcome>> = plan.entries.iter().map(|_| None).collect();
     for i in order {
         let e = &plan.entries[i];
-        let ns = plan.resources[i].namespace();
-        outcomes[i] = Some(match &plan.steps[i] {
+        let mut o = match &plan.steps[i] {
             _ if plan.has_errors() => outcome(
                 e,
                 if e.error.is_some() {
@@ -220,12 +225,16 @@ pub async fn run(client: &Client, plan: &OfflinePlan) -> ApplyReport {
                     "skipped"
                 },
             ),
-            Step::SubAccount(p) => apply_one(&ctx, p, e, ns, false).await.0,
-            Step::ApiKey(p) => apply_one(&ctx, p, e, ns, false).await.0,
-            Step::SendingDomain(p) => apply_one(&ctx, p, e, ns, false).await.0,
+            Step::SubAccount(p) => apply_one(&ctx, p, e, false).await.0,
+            Step::ApiKey(p) => apply_one(&ctx, p, e, false).await.0,
+            Step::SendingDomain(p) => apply_one(&ctx, p, e, false).await.0,
             Step::Skip => outcome(e, e.action),
             _ => failed(e, "cannot be destroyed"),
-        });
+        };
+        if let Some(dir) = secrets_dir {
+            super::secret_files::remove(dir, &mut o, &plan.resources[i].secret_names());
+        }
+        outcomes[i] = Some(o);
     }
     ApplyReport {
         outcomes: outcomes.into_iter().flatten().collect(),

@@ -4,7 +4,8 @@
 //! [`crate::engine::inventory`]), matches every manifest to its API object and computes what
 //! to do; [`apply::run`] executes that plan in dependency order (sub accounts, then API keys,
 //! then sending domains) and reports IDs, DNS records and verification flags. Secret material
-//! is never printed; `--secrets-dir` writes it to files readable only by the owner.
+//! is never printed; `--secrets-dir` writes it to files readable only by the owner (see
+//! `secret_files`).
 
 pub mod accounts;
 pub mod apply;
@@ -13,6 +14,7 @@ pub mod destroy;
 pub mod guards;
 pub mod plan;
 pub mod render;
+mod secret_files;
 mod twins;
 
 pub use apply::{ApplyReport, Outcome};

@@ -241,6 +241,9 @@ fn outcomes_text(report: &ApplyReport) -> String {
         for f in &o.secret_files {
             line!(out, "    secret written to {}", f.display());
         }
+        for f in &o.removed_files {
+            line!(out, "    file removed: {}", f.display());
+        }
     }
     out
 }

@@ -1,0 +1,165 @@
+//! The files of `--secrets-dir DIR`: `apply` writes each secret value the manifests ask for to
+//! `DIR/<namespace>/<secretName>/<key>` (mode 0600), the mirror of the Secret the controller
+//! writes, and `destroy` removes them with their resources, as garbage collection removes the
+//! Secrets of deleted resources in a cluster.
+//!
+//! Each such directory holds a marker file, [`MARKER`], naming the resource it was written for
+//! (`ApiKey default/ci`); it plays the part of the Secret's owner reference. As the controller
+//! takes over no Secret it did not write for the resource (`SecretConflict`), `apply` writes
+//! into no directory holding files without the resource's marker: another resource's is
+//! refused, the user's own is taken over only under the annotation
+//! `mailtarget.co/adoption-policy`. `destroy` removes only directories marked for the resource.
+//! Both are checked when the plan is made, before any call to the service; files written by
+//! 0.1.0, which wrote no marker, count as the user's.
+
+use secrecy::{ExposeSecret, SecretString};
+
+use super::apply::Outcome;
+use super::plan::{Entry, OfflinePlan, Step};
+use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
+use crate::files::{Claim, SafeDir};
+
+/// The marker file's name. Kubernetes refuses Secret keys that start with `..`
+/// (`IsConfigMapKey` in k8s.io/apimachinery; the kubelet keeps such names for itself in Secret
+/// volumes), so it never stands for a key.
+pub(crate) const MARKER: &str = "..owner";
+
+/// The marker's content for the resource of `e`: `Kind namespace/name`.
+fn owner(e: &Entry) -> String {
+    format!("{} {}/{}", e.kind, e.namespace, e.name)
+}
+
+/// Whose the directory of Secret `secret` of `e`'s resource is.
+enum Place {
+    /// Nothing there yet.
+    Free,
+    /// Written for this resource.
+    Own,
+    /// Written for another resource (its marker's content).
+    Others(String),
+    /// Unreadable: why, naming the path.
+    Unusable(String),
+    /// Files without a marker: the user's own, or written by 0.1.0.
+    Users,
+}
+
+/// The directory of Secret `secret` of `e`'s resource, as shown, and whose it is.
+fn place(dir: &SafeDir, e: &Entry, secret: &str) -> (String, Place) {
+    let shown = format!("{}/{}/{secret}", dir.path().display(), e.namespace);
+    let place = match dir.claim(&[&e.namespace, secret], MARKER) {
+        Ok(Claim::Free) => Place::Free,
+        Ok(Claim::Marked(o)) if o == owner(e) => Place::Own,
+        Ok(Claim::Marked(o)) => Place::Others(o),
+        Ok(Claim::Unmarked) => Place::Users,
+        Err(e) => Place::Unusable(e.to_string()),
+    };
+    (shown, place)
+}
+
+/// Checks, before `apply` calls the service, that every Secret directory a resource of `plan`
+/// would write is free or its own: a directory of another resource, or holding files the user
+/// put there while no adoption policy is annotated, makes the resource an error
+/// (`SecretConflict`: nothing is written at all); the user's files taken over under the
+/// annotation get a note.
+pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
+    let rows = (plan.entries.iter_mut())
+        .zip(plan.steps.iter_mut())
+        .zip(&plan.resources);
+    for ((e, step), r) in rows.filter(|((_, s), _)| !matches!(s, Step::Invalid | Step::Skip)) {
+        let adopts = AdoptionPolicy::annotated(r.meta()).is_some();
+        let users = "holds files not written for this resource by apply --secrets-dir";
+        for (_, secret) in r.secret_names() {
+            let problem = match place(dir, e, secret) {
+                (_, Place::Free | Place::Own) => continue,
+                (shown, Place::Users) if adopts => {
+                    e.notes.push(format!(
+                        "{shown} {users}: {ANNOTATION_ADOPTION_POLICY} takes them over"
+                    ));
+                    continue;
+                }
+                (shown, Place::Users) => format!(
+                    "{shown} {users}; choose another secret name, remove them, or set the annotation {ANNOTATION_ADOPTION_POLICY} (Adopt or AdoptOrCreate) to take them over"
+                ),
+                (shown, Place::Others(o)) => format!(
+                    "{shown} holds the secret files written for {o}; choose another secret name"
+                ),
+                (_, Place::Unusable(why)) => why,
+            };
+            e.error = Some(format!("SecretConflict: {problem}"));
+            e.action = "error";
+            e.steps.clear();
+            *step = Step::Invalid;
+            break;
+        }
+    }
+}
+
+/// Notes, on each resource `destroy` may act on (not paused, no error), what becomes of its
+/// Secret directories: removed when written for it, else left.
+pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) {
+    let rows = plan.entries.iter_mut().zip(&plan.resources);
+    for (e, r) in rows.filter(|(e, _)| e.error.is_none() && e.action != super::guards::PAUSED) {
+        for (_, secret) in r.secret_names() {
+            let note = match place(dir, e, secret) {
+                (_, Place::Free) => continue,
+                (shown, Place::Own) => {
+                    format!("removes {shown}, written for it by apply --secrets-dir")
+                }
+                (shown, Place::Users) => {
+                    format!("leaves {shown}: not written for it by apply --secrets-dir")
+                }
+                (shown, Place::Others(o)) => format!("leaves {shown}: written for {o}"),
+                (shown, Place::Unusable(why)) => format!("leaves {shown}: {why}"),
+            };
+            e.notes.push(note);
+        }
+    }
+}
+
+/// After `destroy` carried out `o`'s resource (`secrets`: its Secret names, with the field
+/// naming each), removes the directories written for it; a failure fails `o`, naming the path.
+pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, secrets: &[(&str, &str)]) {
+    if matches!(o.result, "failed" | "skipped" | super::guards::PAUSED) {
+        return;
+    }
+    for (_, secret) in secrets {
+        if !matches!(place(dir, &o.entry, secret).1, Place::Own) {
+            continue;
+        }
+        match dir.remove(&[&o.entry.namespace, secret]) {
+            // The marker is ours alone: the value files are what the user sees go.
+            Ok(paths) => o
+                .removed_files
+                .extend(paths.into_iter().filter(|p| !p.ends_with(MARKER))),
+            Err(e) => {
+                o.result = "failed";
+                o.entry.error = Some(e.to_string());
+            }
+        }
+    }
+}
+
+/// Writes `value` to `DIR/<namespace>/<secret>/<key>` with mode 0600, after the directory's
+/// marker unless it is there (see [`crate::files`]: no symbolic link below `DIR` followed, an
+/// older file replaced only once the new one is complete). A failure fails `o`, naming the
+/// path (never the value), and leaves the older file intact.
+pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, value: &SecretString) {
+    let namespace = o.entry.namespace.as_str();
+    let marked = matches!(place(dir, &o.entry, secret).1, Place::Own);
+    let written = (|| {
+        if !marked {
+            let marker = owner(&o.entry) + "\n";
+            dir.write(&[namespace, secret, MARKER], marker.as_bytes(), 0o600)?;
+        }
+        let bytes = value.expose_secret().as_bytes();
+        dir.write(&[namespace, secret, key], bytes, 0o600)
+    })();
+    match written {
+        Ok(path) => o.secret_files.push(path),
+        // The value was obtained but not stored: the run fails, naming the file.
+        Err(e) => {
+            o.result = "failed";
+            o.entry.error = Some(e.to_string());
+        }
+    }
+}
