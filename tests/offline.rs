@@ -504,7 +504,8 @@ fn output_text(out: &Output) -> String {
 }
 
 /// `managementPolicy: ObserveOnly` and the `mailtarget.co/paused` annotation hold in the
-/// cluster-less front end too: `plan` says so and `apply` writes nothing for either.
+/// cluster-less front end too: `plan` says so and `apply` writes nothing for either; both count
+/// them as paused and observed, not as unchanged.
 #[tokio::test]
 async fn apply_honours_observe_only_and_paused() {
     let sim = simulator().await;
@@ -515,10 +516,21 @@ async fn apply_honours_observe_only_and_paused() {
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(shown.contains("observe"), "{shown}");
     assert!(shown.contains("paused"), "{shown}");
-    assert!(shown.contains("Plan: 0 to create"), "{shown}");
+    // Counted as what they are, not as unchanged.
+    let summary = "0 to create, 0 to update, 0 unchanged, 1 paused, 1 observed.";
+    assert!(shown.contains(&format!("Plan: {summary}")), "{shown}");
+    let path = dir.path().join("domains.yaml");
+    let args = ["plan", "-o", "json", "-f", path.to_str().unwrap()];
+    let out = run_binary(&args, Some(&sim)).await;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let counts = serde_json::json!({"create": 0, "update": 0, "unchanged": 0, "paused": 1, "observe": 1, "error": 0});
+    assert_eq!(doc["summary"], counts, "{}", output_text(&out));
 
     let out = run_manifest("apply", dir.path(), "domains.yaml", text, &sim).await;
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let summary = "0 created, 0 updated, 0 unchanged, 1 paused, 1 observed.";
+    assert!(shown.contains(&format!("Apply: {summary}")), "{shown}");
     assert!(
         sim.request_log().iter().all(|r| !r.is_write()),
         "writes: {:?}",
