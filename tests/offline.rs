@@ -297,7 +297,7 @@ async fn binary_apply_output_and_secrets_dir() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         doc["summary"],
-        serde_json::json!({"create": 0, "update": 0, "unchanged": 5, "error": 0})
+        serde_json::json!({"create": 0, "update": 0, "unchanged": 5, "paused": 0, "observe": 0, "error": 0})
     );
 }
 
@@ -1248,7 +1248,7 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
     assert_eq!(refused["summary"], counts);
     let out = run_binary(&["plan", "-f", file, "-o", "json"], Some(&sim)).await;
     let planned: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let counts = serde_json::json!({"create": 0, "update": 0, "unchanged": 1, "error": 1});
+    let counts = serde_json::json!({"create": 0, "update": 0, "unchanged": 1, "paused": 0, "observe": 0, "error": 1});
     assert_eq!(
         planned["summary"],
         counts,
@@ -2441,7 +2441,7 @@ async fn the_key_a_new_sub_account_is_created_with_is_not_created_twice() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         doc["summary"],
-        serde_json::json!({"create": 0, "update": 0, "unchanged": 2, "error": 0})
+        serde_json::json!({"create": 0, "update": 0, "unchanged": 2, "paused": 0, "observe": 0, "error": 0})
     );
 }
 

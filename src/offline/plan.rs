@@ -59,8 +59,12 @@ pub struct Summary {
     pub create: usize,
     /// Resources whose API object is (to be) updated.
     pub update: usize,
-    /// Resources needing no write (paused and `ObserveOnly` ones included).
+    /// Resources needing no write (for `destroy`: kept or absent).
     pub unchanged: usize,
+    /// Resources left alone by `mailtarget.co/paused: "true"`.
+    pub paused: usize,
+    /// `ObserveOnly` resources: read, never written.
+    pub observe: usize,
     /// Resources that cannot be planned or failed.
     pub error: usize,
     /// Resources whose object is (to be) deleted or deactivated (`destroy`).
@@ -69,22 +73,37 @@ pub struct Summary {
 
 impl Summary {
     /// The counts a command reports, always all of them: `{"create", "update", "unchanged",
-    /// "error"}` for `plan` and `apply`; `{"delete", "keep", "error"}` for `destroy`
-    /// (`deletion`), where `keep` counts what is kept, absent or left alone.
+    /// "paused", "observe", "error"}` for `plan` and `apply`; `{"delete", "keep", "error"}` for
+    /// `destroy` (`deletion`), where `keep` counts what is kept, absent or left alone.
     pub fn to_json(&self, deletion: bool) -> serde_json::Value {
         match deletion {
             false => serde_json::json!({
                 "create": self.create,
                 "update": self.update,
                 "unchanged": self.unchanged,
+                "paused": self.paused,
+                "observe": self.observe,
                 "error": self.error,
             }),
             true => serde_json::json!({
                 "delete": self.delete,
-                "keep": self.unchanged,
+                "keep": self.kept(),
                 "error": self.error,
             }),
         }
+    }
+
+    /// What `destroy` keeps: objects kept or absent, and resources left alone.
+    pub fn kept(&self) -> usize {
+        self.unchanged + self.paused + self.observe
+    }
+
+    /// `, N paused, M observed` for the counts that are not 0 (the end of a text summary).
+    pub(crate) fn left_alone(&self) -> String {
+        let counts = [(self.paused, "paused"), (self.observe, "observed")];
+        (counts.iter().filter(|(n, _)| *n > 0))
+            .map(|(n, word)| format!(", {n} {word}"))
+            .collect()
     }
 
     /// Counts one plan action (`create`, `keep`, ...) or apply result (`created`, `kept`, ...);
@@ -93,12 +112,9 @@ impl Summary {
         match word {
             "create" | "created" => self.create += 1,
             "update" | "updated" => self.update += 1,
-            "unchanged"
-            | "keep"
-            | "kept"
-            | "absent"
-            | super::guards::OBSERVE
-            | super::guards::PAUSED => self.unchanged += 1,
+            "unchanged" | "keep" | "kept" | "absent" => self.unchanged += 1,
+            super::guards::PAUSED => self.paused += 1,
+            super::guards::OBSERVE => self.observe += 1,
             "delete" | "deleted" | "deactivate" | "deactivated" => self.delete += 1,
             _ => self.error += 1,
         }

@@ -117,17 +117,17 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
 }
 
 /// A plan as text, ending with its summary line: `Plan: X to create, Y to update, Z
-/// unchanged.`, or for a deletion plan (`destroy`, when `deletion`) `Destroy plan: X to delete
+/// unchanged.` (`, N paused, M observed` before the dot when not 0), or for a deletion plan (`destroy`, when `deletion`) `Destroy plan: X to delete
 /// or deactivate, Y to keep or absent.`; either followed by ` N with errors.` when some are.
 pub fn plan_text(plan: &OfflinePlan, deletion: bool) -> String {
     let mut out = entries_text(plan);
     let s = plan.summary();
     let summary = if deletion {
-        let (delete, keep) = (s.delete, s.unchanged);
+        let (delete, keep) = (s.delete, s.kept());
         format!("Destroy plan: {delete} to delete or deactivate, {keep} to keep or absent.")
     } else {
-        let (create, update, unchanged) = (s.create, s.update, s.unchanged);
-        format!("Plan: {create} to create, {update} to update, {unchanged} unchanged.")
+        let (create, update, unchanged, rest) = (s.create, s.update, s.unchanged, s.left_alone());
+        format!("Plan: {create} to create, {update} to update, {unchanged} unchanged{rest}.")
     };
     let errors = match s.error {
         0 => String::new(),
@@ -194,18 +194,19 @@ pub fn plan_json(plan: &OfflinePlan, deletion: bool) -> String {
 }
 
 /// An apply report as text: one line per resource, DNS records under each domain, and the
-/// summary `Apply: X created, Y updated, Z unchanged.`, or for `destroy` (when `deletion`)
+/// summary `Apply: X created, Y updated, Z unchanged.` (`, N paused, M observed` before the dot
+/// when not 0), or for `destroy` (when `deletion`)
 /// `Destroy: X deleted or deactivated, Y kept or absent.`; `, N failed or skipped.` ends it
 /// when some did.
 pub fn apply_text(report: &ApplyReport, deletion: bool) -> String {
     let mut out = outcomes_text(report);
     let s = report.summary();
     let summary = if deletion {
-        let (delete, keep) = (s.delete, s.unchanged);
+        let (delete, keep) = (s.delete, s.kept());
         format!("Destroy: {delete} deleted or deactivated, {keep} kept or absent")
     } else {
-        let (create, update, unchanged) = (s.create, s.update, s.unchanged);
-        format!("Apply: {create} created, {update} updated, {unchanged} unchanged")
+        let (create, update, unchanged, rest) = (s.create, s.update, s.unchanged, s.left_alone());
+        format!("Apply: {create} created, {update} updated, {unchanged} unchanged{rest}")
     };
     let end = match s.error {
         0 => ".".to_string(),
