@@ -107,16 +107,17 @@ fn is_invisible(c: char) -> bool {
 mod tests {
     use super::*;
 
-    /// Line ends, escape sequences, C1 controls and bidi overrides are escaped; the rest stays.
+    /// Line ends, escape sequences, C1 controls and bidi overrides are escaped, in JSON's
+    /// `\uXXXX` form as in schema messages and JSON output; the rest stays.
     #[test]
     fn escapes_what_could_forge_output() {
         assert_eq!(
             printable("a\u{1b}[2K\rb\nc\td", 100),
-            "a\\u{1b}[2K\\rb\\nc\\td"
+            "a\\u001b[2K\\rb\\nc\\td"
         );
         assert_eq!(
             printable("x\u{202E}y\u{9b}z\u{7f}", 100),
-            "x\\u{202e}y\\u{9b}z\\u{7f}"
+            "x\\u202ey\\u009bz\\u007f"
         );
         assert_eq!(printable("Team ü – ok \\n", 100), "Team ü – ok \\n");
     }

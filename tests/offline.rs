@@ -1993,7 +1993,7 @@ async fn control_characters_from_manifests_and_file_names_are_escaped() {
     let shown = check(&out, 1);
     assert!(shown.contains("ApiKey default/ci-key: created"), "{shown}");
     assert!(
-        shown.contains(r"Team\r\u{1b}[2J"),
+        shown.contains(r"Team\r\u001b[2J"),
         "the name is shown, escaped: {shown}"
     );
 
