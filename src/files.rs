@@ -231,7 +231,10 @@ fn check_level(parent: &Path, level: &str) -> Result<(), FileError> {
         || level.contains('/')
         || level.contains('\0')
     {
-        return Err(io(parent, format!("{level:?} is not a valid file name")));
+        return Err(io(
+            parent,
+            format!("{} is not a valid file name", crate::text::quoted(level)),
+        ));
     }
     Ok(())
 }

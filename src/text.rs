@@ -28,7 +28,8 @@ pub fn cut(text: &str, max_chars: usize) -> String {
 /// `text` made safe to print: every character that could end a line, move the cursor or hide
 /// text is escaped (newline as `\n`, carriage return as `\r`, tab as `\t`; any other C0 or C1
 /// control character, DEL, bidirectional override or isolate, zero-width character, line or
-/// paragraph separator as `\u{hex}`, e.g. ESC as `\u{1b}`); the result is cut after
+/// paragraph separator in JSON's form `\uXXXX`, e.g. ESC as `\u001b`, as schema messages and
+/// `-o json` write them; every such character is below U+10000); the result is cut after
 /// `max_chars` characters (escapes counted as written) and ends with `…` when cut.
 ///
 /// Backslashes are kept as they are, so applying it twice changes nothing more.
@@ -70,6 +71,12 @@ pub fn printable_json(json: &str) -> String {
     out
 }
 
+/// `text` as a JSON string, made safe to print ([`printable_json`]): in double quotes, a
+/// control or invisible character as `\uXXXX`, a quote or backslash escaped. Not capped.
+pub fn quoted(text: &str) -> String {
+    printable_json(&serde_json::to_string(text).unwrap_or_default())
+}
+
 fn needs_escape(c: char) -> bool {
     c.is_control() || is_invisible(c)
 }
@@ -84,7 +91,7 @@ fn escape(c: char) -> Escaped {
         '\n' => Escaped::Written("\\n".into()),
         '\r' => Escaped::Written("\\r".into()),
         '\t' => Escaped::Written("\\t".into()),
-        c if needs_escape(c) => Escaped::Written(format!("\\u{{{:x}}}", u32::from(c))),
+        c if needs_escape(c) => Escaped::Written(format!("\\u{:04x}", u32::from(c))),
         c => Escaped::Kept(c),
     }
 }
@@ -153,7 +160,7 @@ mod tests {
     fn caps_length() {
         assert_eq!(printable("abcdef", 4), "abcd…");
         assert_eq!(printable("ab\u{1b}", 6), "ab…");
-        assert_eq!(printable("ab\u{1b}", 8), "ab\\u{1b}");
+        assert_eq!(printable("ab\u{1b}", 8), "ab\\u001b");
         assert_eq!(printable(&"é".repeat(10), 10), "é".repeat(10));
     }
 }

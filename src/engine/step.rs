@@ -175,8 +175,8 @@ fn json(value: &impl Serialize) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or_default()
 }
 
-/// A sent or changed value as people read it: strings quoted and escaped as Rust's `{:?}`
-/// does (a control character as `\u{1b}`, as all terminal output), lists as `[1, 2]`, or
+/// A sent or changed value as people read it: strings quoted and escaped as JSON strings
+/// ([`crate::text::quoted`]: a control character as `\u001b`, as all terminal output), lists as `[1, 2]`, or
 /// `(removed)` for an empty string or list, so the plan hides no removal.
 pub fn shown(value: &serde_json::Value) -> String {
     use serde_json::Value;
@@ -184,7 +184,7 @@ pub fn shown(value: &serde_json::Value) -> String {
         Value::Null => REMOVED.into(),
         Value::String(s) if s.is_empty() => REMOVED.into(),
         Value::Array(a) if a.is_empty() => REMOVED.into(),
-        Value::String(s) => format!("{s:?}"),
+        Value::String(s) => crate::text::quoted(s),
         Value::Array(a) => format!("[{}]", a.iter().map(shown).collect::<Vec<_>>().join(", ")),
         v => v.to_string(),
     }
@@ -211,7 +211,7 @@ mod tests {
     /// nothing on the service's.
     #[test]
     fn values_as_people_read_them() {
-        assert_eq!(shown(&json!("a\u{1b}b")), r#""a\u{1b}b""#);
+        assert_eq!(shown(&json!("a\u{1b}b\u{9b}")), r#""a\u001bb\u009b""#);
         assert_eq!(shown(&json!([1, 2])), "[1, 2]");
         assert_eq!(shown(&json!(["10.0.0.1"])), r#"["10.0.0.1"]"#);
         assert_eq!(shown(&json!(3)), "3");

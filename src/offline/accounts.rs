@@ -53,7 +53,8 @@ impl FromStr for AccountKey {
         };
         if !valid {
             return Err(format!(
-                "account name {name:?}: a ClusterAccount's name, or NAMESPACE/NAME for an Account"
+                "account name {}: a ClusterAccount's name, or NAMESPACE/NAME for an Account",
+                crate::text::quoted(name)
             ));
         }
         if name == DEFAULT {

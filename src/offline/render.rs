@@ -6,7 +6,7 @@
 //! JSON output keeps values exact, with every such character written as a JSON escape
 //! ([`printable_json`]).
 
-use crate::text::{MAX_LINE_CHARS, printable, printable_json};
+use crate::text::{MAX_LINE_CHARS, printable, printable_json, quoted};
 
 use serde_json::json;
 
@@ -171,7 +171,7 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
         let account = (o.account.as_ref())
             .map(|a| format!(" (account {a})"))
             .unwrap_or_default();
-        line!(out, "    {} {} {:?}{account}", o.kind, o.id, o.name);
+        line!(out, "    {} {} {}{account}", o.kind, o.id, quoted(&o.name));
     }
     if objects.len() > UNMANAGED_SHOWN {
         line!(
@@ -230,11 +230,11 @@ fn outcomes_text(report: &ApplyReport) -> String {
             for r in &o.dns_records {
                 line!(
                     out,
-                    "      {:<8} {:<5} {}  {:?}  verified: {}",
+                    "      {:<8} {:<5} {}  {}  verified: {}",
                     r.purpose,
                     r.type_,
                     r.hostname,
-                    r.value,
+                    quoted(&r.value),
                     yes_no(r.verified)
                 );
             }
