@@ -503,6 +503,30 @@ fn output_text(out: &Output) -> String {
     )
 }
 
+/// A flood of invalid manifests is reported in bounded text: the first problems, then how many
+/// more there are (JSON lists every one).
+#[tokio::test]
+async fn the_problems_printed_are_capped() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let bad: String = (0..150)
+        .map(|i| format!("apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: k{i}\nspec: {{}}\n---\n"))
+        .collect();
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(&file, bad).unwrap();
+    let file = file.to_str().unwrap();
+    let out = run_binary(&["plan", "-f", file], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("150 problems in the manifests"), "{shown}");
+    assert!(shown.contains("and 50 more"), "{shown}");
+    assert!(shown.lines().count() < 110, "{shown}");
+    let out = run_binary(&["plan", "-o", "json", "-f", file], Some(&sim)).await;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = doc["error"]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 150, "{}", output_text(&out));
+}
+
 /// `managementPolicy: ObserveOnly` and the `mailtarget.co/paused` annotation hold in the
 /// cluster-less front end too: `plan` says so and `apply` writes nothing for either; both count
 /// them as paused and observed, not as unchanged.
