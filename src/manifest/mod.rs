@@ -231,9 +231,14 @@ impl fmt::Display for ManifestError {
     }
 }
 
-/// Every problem found in a set of manifests (reading stops at nothing: all are reported).
+/// Every problem found in a set of manifests (reading stops at nothing: all are reported). As
+/// text, the first [`PROBLEMS_SHOWN`] and how many more there are; `-o json` lists them all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ManifestErrors(pub Vec<ManifestError>);
+
+/// Most problems [`ManifestErrors`] shows as text, so that a flood of invalid documents cannot
+/// flood the terminal or a CI log.
+pub const PROBLEMS_SHOWN: usize = 100;
 
 impl fmt::Display for ManifestErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -243,8 +248,11 @@ impl fmt::Display for ManifestErrors {
             "{n} problem{} in the manifests:",
             if n == 1 { "" } else { "s" }
         )?;
-        for e in &self.0 {
+        for e in self.0.iter().take(PROBLEMS_SHOWN) {
             writeln!(f, "  - {e}")?;
+        }
+        if let Some(more) = n.checked_sub(PROBLEMS_SHOWN).filter(|m| *m > 0) {
+            writeln!(f, "  ... and {more} more (-o json lists them all)")?;
         }
         Ok(())
     }
