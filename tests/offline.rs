@@ -1524,10 +1524,13 @@ async fn secrets_dir_files_are_owned_like_secrets() {
     assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), value);
 
-    // destroy removes only what apply wrote for the resources it destroys.
+    // destroy removes only what apply wrote for the resources it destroys: not a file the user
+    // put beside it, nor another directory.
     let mine = dir.path().join("default/mine/notes");
     std::fs::create_dir_all(mine.parent().unwrap()).unwrap();
     std::fs::write(&mine, "kept").unwrap();
+    let beside = dir.path().join("default/shared/notes");
+    std::fs::write(&beside, "kept").unwrap();
     let sim = &sim;
     let destroy = |f: String| async move {
         let args = ["destroy", "-f", &f, "--secrets-dir", d, "--auto-approve"];
@@ -1544,8 +1547,37 @@ async fn secrets_dir_files_are_owned_like_secrets() {
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(shown.contains("removed"), "{shown}");
-    assert!(!dir.path().join("default/shared").exists(), "{shown}");
+    assert!(!file.exists(), "{shown}");
+    assert!(
+        !dir.path().join("default/shared/..owner").exists(),
+        "{shown}"
+    );
+    assert_eq!(std::fs::read_to_string(&beside).unwrap(), "kept");
     assert_eq!(std::fs::read_to_string(&mine).unwrap(), "kept");
+    std::fs::remove_file(&beside).unwrap();
+
+    // Removing files needs the same approval as deleting objects, also for a key destroy keeps
+    // (Orphan); an ObserveOnly key is left alone, its files too.
+    let kept = |policy: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: c\nspec:\n  secretName: kept\n  deletionPolicy: Orphan\n  managementPolicy: {policy}\n"
+        )
+    };
+    let c = write("c.yaml", kept("Full"));
+    let out = run_binary(&["apply", "-f", &c, "--secrets-dir", d], Some(sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let kept_file = dir.path().join("default/kept/apiKey");
+    let args = ["destroy", "-f", &c, "--secrets-dir", d];
+    let out = run_binary(&args, Some(sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "not approved: {shown}");
+    assert!(shown.contains("removes"), "the plan shows it: {shown}");
+    assert!(kept_file.exists(), "{shown}");
+    write("c.yaml", kept("ObserveOnly"));
+    let out = destroy(c.clone()).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(kept_file.exists(), "{shown}");
 }
 
 /// A `--secrets-dir` the user may not write into (mode 0555) stops `apply` before any call to
