@@ -15,12 +15,14 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, CWD, Mode, OFlags};
 
-/// Why a file could not be written. Messages name the path, never the content.
+/// Why a file could not be written, read or removed. Messages name the path, never the content.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FileError {
     /// An I/O failure at `path`.
-    #[error("cannot write {path}: {message}")]
+    #[error("cannot {doing} {path}: {message}")]
     Io {
+        /// `write`, `read` or `remove`.
+        doing: &'static str,
         /// The file or directory concerned.
         path: PathBuf,
         /// What failed.
@@ -28,8 +30,21 @@ pub enum FileError {
     },
 }
 
+impl FileError {
+    /// The same failure, met while doing `what` (`read`, `remove`).
+    fn doing(self, what: &'static str) -> Self {
+        let FileError::Io { path, message, .. } = self;
+        FileError::Io {
+            doing: what,
+            path,
+            message,
+        }
+    }
+}
+
 fn io(path: &Path, message: impl std::fmt::Display) -> FileError {
     FileError::Io {
+        doing: "write",
         path: path.to_path_buf(),
         message: message.to_string(),
     }
@@ -119,8 +134,13 @@ impl SafeDir {
     /// Who the directory `levels` below this one belongs to: the content of its file `marker`.
     /// Nothing is created or followed: a level that is a symbolic link or a file is an error.
     ///
-    /// Errors: such a level, an invalid level name, or an I/O failure.
+    /// Errors: such a level, a `marker` that is a directory or another special file, an invalid
+    /// level name, or an I/O failure (messages say "cannot read").
     pub fn claim(&self, levels: &[&str], marker: &str) -> Result<Claim, FileError> {
+        self.read_claim(levels, marker).map_err(|e| e.doing("read"))
+    }
+
+    fn read_claim(&self, levels: &[&str], marker: &str) -> Result<Claim, FileError> {
         let Some((fd, path)) = self.existing(levels)? else {
             return Ok(Claim::Free);
         };
@@ -130,51 +150,54 @@ impl SafeDir {
         if empty {
             return Ok(Claim::Free);
         }
+        let path = path.join(marker);
         let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
         let file = match rustix::fs::openat(&fd, marker, flags, Mode::empty()) {
             Ok(file) => file,
             Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(Claim::Unmarked),
-            Err(e) => return Err(io(&path.join(marker), e)),
+            Err(e) => return Err(io(&path, e)),
         };
-        let stat = rustix::fs::fstat(&file).map_err(|e| io(&path.join(marker), e))?;
+        let stat = rustix::fs::fstat(&file).map_err(|e| io(&path, e))?;
         if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
-            return Ok(Claim::Unmarked);
+            return Err(io(&path, "not a regular file"));
         }
         let mut content = Vec::new();
         std::io::Read::read_to_end(
             &mut std::io::Read::take(std::fs::File::from(file), MARKER_MAX as u64),
             &mut content,
         )
-        .map_err(|e| io(&path.join(marker), e))?;
+        .map_err(|e| io(&path, e))?;
         Ok(Claim::Marked(
             String::from_utf8_lossy(&content).trim().to_string(),
         ))
     }
 
-    /// Removes every entry of the directory `levels` below this one that is not a directory
-    /// (files, symbolic links: never followed), then that directory and each of its parents
-    /// below this one left empty. A missing directory is no error. Returns the paths removed.
+    /// Removes the entries `names` (files or symbolic links, never followed; a directory of
+    /// that name stays) of the directory `levels` below this one, then that directory and each
+    /// of its parents below this one left empty. A missing directory or entry is no error.
+    /// Returns the paths removed.
     ///
-    /// Errors: a level that is a symbolic link or a file, an invalid level name, or an I/O
-    /// failure (entries removed before it stay removed).
-    pub fn remove(&self, levels: &[&str]) -> Result<Vec<PathBuf>, FileError> {
+    /// Errors: a level that is a symbolic link or a file, an invalid name, or an I/O failure
+    /// (entries removed before it stay removed; messages say "cannot remove").
+    pub fn remove(&self, levels: &[&str], names: &[&str]) -> Result<Vec<PathBuf>, FileError> {
+        self.remove_named(levels, names)
+            .map_err(|e| e.doing("remove"))
+    }
+
+    fn remove_named(&self, levels: &[&str], names: &[&str]) -> Result<Vec<PathBuf>, FileError> {
         let Some((fd, path)) = self.existing(levels)? else {
             return Ok(Vec::new());
         };
-        let mut names = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&fd).map_err(|e| io(&path, e))? {
-            let entry = entry.map_err(|e| io(&path, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name != "." && name != ".." {
-                names.push(name);
-            }
-        }
         let mut removed = Vec::new();
         for name in names {
-            match rustix::fs::unlinkat(&fd, name.as_str(), AtFlags::empty()) {
+            check_level(&path, name)?;
+            let is_dir = rustix::fs::statat(&fd, *name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
+                rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
+            });
+            match rustix::fs::unlinkat(&fd, *name, AtFlags::empty()) {
+                _ if is_dir => {}
                 Ok(()) => removed.push(path.join(name)),
-                // A directory (or one gone meanwhile) stays.
-                Err(rustix::io::Errno::NOENT | rustix::io::Errno::ISDIR) => {}
+                Err(rustix::io::Errno::NOENT) => {}
                 Err(e) => return Err(io(&path.join(name), e)),
             }
         }
@@ -325,10 +348,16 @@ mod tests {
         );
         std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("l")).unwrap();
         assert!(safe.claim(&["l", "b"], "m").is_err());
+        std::fs::create_dir(dir.path().join("a/c")).unwrap();
+        std::fs::create_dir(dir.path().join("a/c/m")).unwrap();
+        assert!(
+            safe.claim(&["a", "c"], "m").is_err(),
+            "a directory as marker"
+        );
     }
 
-    /// Removal takes a directory's files and links (never their targets), keeps its
-    /// subdirectories, and removes each level it leaves empty, up to the first that is not.
+    /// Removal takes the entries named (a link, never its target; a directory of that name
+    /// stays) and no other, and removes each level it leaves empty, up to the first that is not.
     #[test]
     fn removes() {
         let dir = tempfile::tempdir().unwrap();
@@ -338,24 +367,34 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("a/b/sub")).unwrap();
         std::fs::create_dir_all(dir.path().join("a/c")).unwrap();
         std::fs::write(dir.path().join("a/b/f"), "x").unwrap();
+        std::fs::write(dir.path().join("a/b/other"), "x").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join("a/b/l")).unwrap();
-        let mut removed = safe.remove(&["a", "b"]).unwrap();
-        removed.sort();
+        let removed = safe
+            .remove(&["a", "b"], &["f", "l", "sub", "gone"])
+            .unwrap();
         assert_eq!(
             removed,
             [dir.path().join("a/b/f"), dir.path().join("a/b/l")]
         );
-        assert!(dir.path().join("a/b/sub").is_dir(), "a subdirectory stays");
+        assert!(dir.path().join("a/b/sub").is_dir(), "a directory stays");
+        assert!(
+            dir.path().join("a/b/other").is_file(),
+            "an entry not named stays"
+        );
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
         std::fs::remove_dir(dir.path().join("a/b/sub")).unwrap();
-        std::fs::write(dir.path().join("a/b/f"), "x").unwrap();
-        safe.remove(&["a", "b"]).unwrap();
+        safe.remove(&["a", "b"], &["other"]).unwrap();
         assert!(!dir.path().join("a/b").exists(), "emptied: removed");
         assert!(
             dir.path().join("a/c").is_dir(),
             "its parent holds more: kept"
         );
-        assert_eq!(safe.remove(&["a", "gone"]).unwrap(), Vec::<PathBuf>::new());
+        assert_eq!(
+            safe.remove(&["a", "gone"], &["f"]).unwrap(),
+            Vec::<PathBuf>::new()
+        );
+        let err = safe.remove(&["a", "c"], &["../target"]).unwrap_err();
+        assert!(err.to_string().starts_with("cannot remove"), "{err}");
     }
 
     /// `..` and separators never leave the directory.

@@ -304,7 +304,7 @@ pub struct DestroyArgs {
 
 /// Runs `destroy`: plans the deletion policy of every resource, prints the plan and stops when
 /// it has errors (exit 1, nothing written), else carries it out (after the user's `yes` unless
-/// `--auto-approve` or nothing is to be deleted) and prints the outcome (exit 0, or 1 when a
+/// `--auto-approve` or nothing is to be deleted, deactivated or removed) and prints the outcome (exit 0, or 1 when a
 /// resource failed).
 ///
 /// Errors: invalid manifests, unreachable or failing service while planning.
@@ -313,15 +313,17 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
     // An existing directory only: there is nothing to remove from one that does not exist.
     let secrets_dir = open_secrets_dir(args.secrets_dir.as_deref().filter(|d| d.exists()))?;
     let mut planned = args.plan.plan_accounts(&loaded, true).await?;
+    let mut removals = 0;
     if let Some(dir) = &secrets_dir {
         for (_, plan) in &mut planned {
-            super::secret_files::note_removals(plan, dir);
+            removals += super::secret_files::note_removals(plan, dir);
         }
     }
-    // Nothing to delete or deactivate: nothing to confirm.
+    // Nothing to delete, deactivate or remove: nothing to confirm.
     let manifests_on_stdin = (args.plan.files.iter()).any(|f| f.as_os_str() == manifest::STDIN);
     let approve = |plan: &plan::OfflinePlan| {
-        args.auto_approve || plan.summary().delete == 0 || approved(plan, manifests_on_stdin)
+        let nothing = plan.summary().delete == 0 && removals == 0;
+        args.auto_approve || nothing || approved(plan, manifests_on_stdin)
     };
     let carry = Carry::Destroy(secrets_dir.as_ref());
     Ok(carry_out(planned, carry, args.plan.output, approve).await)
@@ -335,17 +337,17 @@ fn approved(plan: &plan::OfflinePlan, manifests_on_stdin: bool) -> bool {
     eprint!("{}", render::plan_text(plan, true));
     if manifests_on_stdin {
         eprintln!(
-            "destroy deletes or deactivates the objects above, matched by external-id or by name: standard input holds the manifests, so it cannot confirm; pass --auto-approve, or give the manifests as files"
+            "destroy carries out the plan above (objects matched by external-id or by name): standard input holds the manifests, so it cannot confirm; pass --auto-approve, or give the manifests as files"
         );
         return false;
     }
     if !std::io::stdin().is_terminal() {
         eprintln!(
-            "destroy deletes or deactivates the objects above, matched by external-id or by name: run it on a terminal to confirm, or pass --auto-approve"
+            "destroy carries out the plan above (objects matched by external-id or by name): run it on a terminal to confirm, or pass --auto-approve"
         );
         return false;
     }
-    eprint!("Type yes to delete or deactivate the objects above: ");
+    eprint!("Type yes to carry out the plan above: ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);

@@ -216,7 +216,7 @@ pub async fn run(
     let mut outcomes: Vec<Option<Outcome>> = plan.entries.iter().map(|_| None).collect();
     for i in order {
         let e = &plan.entries[i];
-        let mut o = match &plan.steps[i] {
+        let o = match &plan.steps[i] {
             _ if plan.has_errors() => outcome(
                 e,
                 if e.error.is_some() {
@@ -225,18 +225,30 @@ pub async fn run(
                     "skipped"
                 },
             ),
-            Step::SubAccount(p) => apply_one(&ctx, p, e, false).await.0,
-            Step::ApiKey(p) => apply_one(&ctx, p, e, false).await.0,
-            Step::SendingDomain(p) => apply_one(&ctx, p, e, false).await.0,
+            Step::SubAccount(p) => carry(&ctx, p, e, secrets_dir).await,
+            Step::ApiKey(p) => carry(&ctx, p, e, secrets_dir).await,
+            Step::SendingDomain(p) => carry(&ctx, p, e, secrets_dir).await,
             Step::Skip => outcome(e, e.action),
             _ => failed(e, "cannot be destroyed"),
         };
-        if let Some(dir) = secrets_dir {
-            super::secret_files::remove(dir, &mut o, &plan.resources[i].secret_names());
-        }
         outcomes[i] = Some(o);
     }
     ApplyReport {
         outcomes: outcomes.into_iter().flatten().collect(),
     }
+}
+
+/// Carries out the deletion plan of one resource, then removes the files `apply --secrets-dir`
+/// wrote for it under `secrets_dir`.
+async fn carry<K: ManagedKind>(
+    ctx: &super::apply::Ctx<'_>,
+    plan: &ResourcePlan<K>,
+    e: &Entry,
+    secrets_dir: Option<&SafeDir>,
+) -> Outcome {
+    let mut o = apply_one(ctx, plan, e, false).await.0;
+    if let Some(dir) = secrets_dir {
+        super::secret_files::remove(dir, &mut o, &K::secret_refs(&plan.desired));
+    }
+    o
 }

@@ -17,6 +17,7 @@ use secrecy::{ExposeSecret, SecretString};
 use super::apply::Outcome;
 use super::plan::{Entry, OfflinePlan, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
+use crate::engine::SecretRef;
 use crate::files::{Claim, SafeDir};
 
 /// The marker file's name. Kubernetes refuses Secret keys that start with `..`
@@ -65,7 +66,9 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
     let rows = (plan.entries.iter_mut())
         .zip(plan.steps.iter_mut())
         .zip(&plan.resources);
-    for ((e, step), r) in rows.filter(|((_, s), _)| !matches!(s, Step::Invalid | Step::Skip)) {
+    let writes =
+        |e: &Entry, s: &Step| e.error.is_none() && !matches!(s, Step::Invalid | Step::Skip);
+    for ((e, step), r) in rows.filter(|((e, s), _)| writes(e, s)) {
         let adopts = AdoptionPolicy::annotated(r.meta()).is_some();
         let users = "holds files not written for this resource by apply --secrets-dir";
         for (_, secret) in r.secret_names() {
@@ -94,15 +97,21 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
     }
 }
 
-/// Notes, on each resource `destroy` may act on (not paused, no error), what becomes of its
-/// Secret directories: removed when written for it, else left.
-pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) {
-    let rows = plan.entries.iter_mut().zip(&plan.resources);
-    for (e, r) in rows.filter(|(e, _)| e.error.is_none() && e.action != super::guards::PAUSED) {
+/// Notes, on each resource `destroy` acts on (one with a step: not paused, not `ObserveOnly`,
+/// no error), what becomes of its Secret directories: removed when written for it, else left.
+/// Returns how many it removes, which `destroy` must have approved as it must a deletion.
+pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
+    let mut removals = 0;
+    let rows = (plan.entries.iter_mut())
+        .zip(&plan.steps)
+        .zip(&plan.resources);
+    let acts = |e: &Entry, s: &Step| e.error.is_none() && !matches!(s, Step::Invalid | Step::Skip);
+    for ((e, _), r) in rows.filter(|((e, s), _)| acts(e, s)) {
         for (_, secret) in r.secret_names() {
             let note = match place(dir, e, secret) {
                 (_, Place::Free) => continue,
                 (shown, Place::Own) => {
+                    removals += 1;
                     format!("removes {shown}, written for it by apply --secrets-dir")
                 }
                 (shown, Place::Users) => {
@@ -114,19 +123,22 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) {
             e.notes.push(note);
         }
     }
+    removals
 }
 
-/// After `destroy` carried out `o`'s resource (`secrets`: its Secret names, with the field
-/// naming each), removes the directories written for it; a failure fails `o`, naming the path.
-pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, secrets: &[(&str, &str)]) {
-    if matches!(o.result, "failed" | "skipped" | super::guards::PAUSED) {
+/// After `destroy` carried out `o`'s resource (`refs`: the Secret keys its spec fills), removes
+/// from each directory written for it the marker and those keys' files, and the directory once
+/// empty; any other file stays. A failure fails `o`, naming the path.
+pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, refs: &[SecretRef]) {
+    if matches!(o.result, "failed" | "skipped") {
         return;
     }
-    for (_, secret) in secrets {
+    for r in refs {
+        let secret = r.secret_name.as_str();
         if !matches!(place(dir, &o.entry, secret).1, Place::Own) {
             continue;
         }
-        match dir.remove(&[&o.entry.namespace, secret]) {
+        match dir.remove(&[&o.entry.namespace, secret], &[r.key, MARKER]) {
             // The marker is ours alone: the value files are what the user sees go.
             Ok(paths) => o
                 .removed_files
@@ -145,9 +157,18 @@ pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, secrets: &[(&str, &str)]) {
 /// path (never the value), and leaves the older file intact.
 pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, value: &SecretString) {
     let namespace = o.entry.namespace.as_str();
-    let marked = matches!(place(dir, &o.entry, secret).1, Place::Own);
+    let (shown, place) = place(dir, &o.entry, secret);
     let written = (|| {
-        if !marked {
+        if let Place::Others(owner) = place {
+            // Taken since the plan checked it.
+            let why = format!("now written for {owner}");
+            return Err(crate::files::FileError::Io {
+                doing: "write",
+                path: shown.into(),
+                message: why,
+            });
+        }
+        if !matches!(place, Place::Own) {
             let marker = owner(&o.entry) + "\n";
             dir.write(&[namespace, secret, MARKER], marker.as_bytes(), 0o600)?;
         }
