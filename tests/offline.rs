@@ -1512,6 +1512,32 @@ async fn secrets_dir_files_are_owned_like_secrets() {
     let out = run_binary(&["apply", "-f", &a, "--secrets-dir", d], Some(&sim)).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
 
+    // A resource with an error already keeps that error, not a SecretConflict.
+    let id = sim
+        .snapshot()
+        .api_keys
+        .iter()
+        .find(|k| k.name == "a")
+        .unwrap()
+        .id;
+    let twin = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: d\n  annotations:\n    mailtarget.co/external-id: \"{id}\"\nspec:\n  secretName: theirs\n"
+    );
+    let d_file = write("d.yaml", twin);
+    let theirs = dir.path().join("default/theirs/notes");
+    std::fs::create_dir_all(theirs.parent().unwrap()).unwrap();
+    std::fs::write(&theirs, "the user's").unwrap();
+    let out = run_binary(
+        &["apply", "-f", &a, "-f", &d_file, "--secrets-dir", d],
+        Some(&sim),
+    )
+    .await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("ConflictingOwner"), "{shown}");
+    assert!(!shown.contains("SecretConflict"), "{shown}");
+    std::fs::remove_file(&d_file).unwrap();
+
     // Another resource's directory: refused before any call, naming its owner.
     sim.clear_request_log();
     let out = run_binary(&["apply", "-f", &b, "--secrets-dir", d], Some(&sim)).await;
