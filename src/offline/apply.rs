@@ -264,9 +264,9 @@ pub(crate) async fn apply_one<K: ManagedKind>(
         }
         match K::exports(&plan.desired, detail) {
             Ok(exports) => {
-                for export in exports.iter().filter(|_| ctx.secrets_dir.is_some()) {
-                    let (secret, key, value) = (&export.secret_name, export.key, &export.value);
-                    if let Some(dir) = ctx.secrets_dir {
+                if let Some(dir) = ctx.secrets_dir {
+                    for export in &exports {
+                        let (secret, key, value) = (&export.secret_name, export.key, &export.value);
                         super::secret_files::write(dir, &mut o, secret, key, value);
                     }
                 }

@@ -304,8 +304,8 @@ pub struct DestroyArgs {
 
 /// Runs `destroy`: plans the deletion policy of every resource, prints the plan and stops when
 /// it has errors (exit 1, nothing written), else carries it out (after the user's `yes` unless
-/// `--auto-approve` or nothing is to be deleted, deactivated or removed) and prints the outcome (exit 0, or 1 when a
-/// resource failed).
+/// `--auto-approve` or nothing is to be deleted, deactivated or removed) and prints the outcome
+/// (exit 0, or 1 when a resource failed).
 ///
 /// Errors: invalid manifests, unreachable or failing service while planning.
 pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {

@@ -117,8 +117,9 @@ fn steps(out: &mut String, s: &crate::engine::Step, outcome: Option<&crate::engi
 }
 
 /// A plan as text, ending with its summary line: `Plan: X to create, Y to update, Z
-/// unchanged.` (`, N paused, M observed` before the dot when not 0), or for a deletion plan (`destroy`, when `deletion`) `Destroy plan: X to delete
-/// or deactivate, Y to keep or absent.`; either followed by ` N with errors.` when some are.
+/// unchanged.` (`, N paused, M observed` before the dot when not 0), or for a deletion plan
+/// (`destroy`, when `deletion`) `Destroy plan: X to delete or deactivate, Y to keep or
+/// absent.`; either followed by ` N with errors.` when some are.
 pub fn plan_text(plan: &OfflinePlan, deletion: bool) -> String {
     let mut out = entries_text(plan);
     let s = plan.summary();

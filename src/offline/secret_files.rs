@@ -8,7 +8,8 @@
 //! takes over no Secret it did not write for the resource (`SecretConflict`), `apply` writes
 //! into no directory holding files without the resource's marker: another resource's is
 //! refused, the user's own is taken over only under the annotation
-//! `mailtarget.co/adoption-policy`. `destroy` removes only directories marked for the resource.
+//! `mailtarget.co/adoption-policy`. `destroy` removes only the marker and the key files of the
+//! directories marked for the resource, and a directory once empty.
 //! Both are checked when the plan is made, before any call to the service; files written by
 //! 0.1.0, which wrote no marker, count as the user's.
 
