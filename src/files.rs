@@ -99,18 +99,12 @@ impl SafeDir {
         let (file, dirs) = levels
             .split_last()
             .ok_or_else(|| io(&self.path, "no file name"))?;
-        let mut path = self.path.clone();
-        let mut parent: Option<OwnedFd> = None;
-        for level in dirs {
-            check_level(&path, level)?;
-            path.push(level);
-            let at = parent.as_ref().unwrap_or(&self.fd);
-            parent = Some(open_dir_below(at, level, &path)?);
-        }
+        let Some((parent, mut path)) = self.descend(dirs, true)? else {
+            unreachable!("descend creates every missing level");
+        };
         check_level(&path, file)?;
         path.push(file);
-        let at = parent.as_ref().unwrap_or(&self.fd);
-        write_replacing(at, file, &path, content, mode)?;
+        write_replacing(&parent, file, &path, content, mode)?;
         Ok(path)
     }
 }
@@ -141,7 +135,7 @@ impl SafeDir {
     }
 
     fn read_claim(&self, levels: &[&str], marker: &str) -> Result<Claim, FileError> {
-        let Some((fd, path)) = self.existing(levels)? else {
+        let Some((fd, path)) = self.descend(levels, false)? else {
             return Ok(Claim::Free);
         };
         let mut entries = rustix::fs::Dir::read_from(&fd).map_err(|e| io(&path, e))?;
@@ -185,7 +179,7 @@ impl SafeDir {
     }
 
     fn remove_named(&self, levels: &[&str], names: &[&str]) -> Result<Vec<PathBuf>, FileError> {
-        let Some((fd, path)) = self.existing(levels)? else {
+        let Some((fd, path)) = self.descend(levels, false)? else {
             return Ok(Vec::new());
         };
         let mut removed = Vec::new();
@@ -204,7 +198,7 @@ impl SafeDir {
         drop(fd);
         // Each emptied level, deepest first; the first one still holding entries ends it.
         for depth in (1..=levels.len()).rev() {
-            let Some((at, _)) = self.existing(&levels[..depth - 1])? else {
+            let Some((at, _)) = self.descend(&levels[..depth - 1], false)? else {
                 break;
             };
             if rustix::fs::unlinkat(&at, levels[depth - 1], AtFlags::REMOVEDIR).is_err() {
@@ -214,30 +208,31 @@ impl SafeDir {
         Ok(removed)
     }
 
-    /// The directory `levels` below this one, opened without following links (`None` when a
-    /// level does not exist), with its path.
-    fn existing(&self, levels: &[&str]) -> Result<Option<(OwnedFd, PathBuf)>, FileError> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    /// The directory `levels` below this one, opened level by level without following links,
+    /// with its path: each missing level created (mode 0700) when `create`, else `None` at the
+    /// first missing one.
+    ///
+    /// Errors: an invalid level name, a level that is a symbolic link or a file, I/O failures.
+    fn descend(
+        &self,
+        levels: &[&str],
+        create: bool,
+    ) -> Result<Option<(OwnedFd, PathBuf)>, FileError> {
         let mut path = self.path.clone();
         let mut fd: Option<OwnedFd> = None;
         for level in levels {
             check_level(&path, level)?;
             path.push(level);
             let at = fd.as_ref().unwrap_or(&self.fd);
-            fd = match rustix::fs::openat(at, *level, flags, Mode::empty()) {
-                Ok(next) => Some(next),
-                Err(rustix::io::Errno::NOENT) => return Ok(None),
-                Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-                    return Err(io(&path, NOT_A_DIRECTORY));
-                }
-                Err(e) => return Err(io(&path, e)),
-            };
+            match open_dir_below(at, level, &path, create)? {
+                Some(next) => fd = Some(next),
+                None => return Ok(None),
+            }
         }
         let fd = match fd {
             Some(fd) => fd,
-            None => {
-                rustix::fs::openat(&self.fd, ".", flags, Mode::empty()).map_err(|e| io(&path, e))?
-            }
+            None => rustix::fs::openat(&self.fd, ".", DIR_FLAGS, Mode::empty())
+                .map_err(|e| io(&path, e))?,
         };
         Ok(Some((fd, path)))
     }
@@ -262,17 +257,30 @@ fn check_level(parent: &Path, level: &str) -> Result<(), FileError> {
     Ok(())
 }
 
-/// Opens (creating it when missing) the directory `name` in `at`, refusing a symbolic link.
-fn open_dir_below(at: &OwnedFd, name: &str, path: &Path) -> Result<OwnedFd, FileError> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    match rustix::fs::openat(at, name, flags, Mode::empty()) {
-        Ok(fd) => Ok(fd),
+/// How a directory below a [`SafeDir`] is opened: never through a symbolic link.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+/// Opens the directory `name` in `at`, refusing a symbolic link; when it is missing, creates it
+/// (`create`) or answers `None`.
+fn open_dir_below(
+    at: &OwnedFd,
+    name: &str,
+    path: &Path,
+    create: bool,
+) -> Result<Option<OwnedFd>, FileError> {
+    match rustix::fs::openat(at, name, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::NOENT) if !create => Ok(None),
         Err(rustix::io::Errno::NOENT) => {
             match rustix::fs::mkdirat(at, name, Mode::from_raw_mode(0o700)) {
                 Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => return Err(io(path, e)),
             }
-            rustix::fs::openat(at, name, flags, Mode::empty()).map_err(|e| io(path, e))
+            let fd = rustix::fs::openat(at, name, DIR_FLAGS, Mode::empty());
+            fd.map(Some).map_err(|e| io(path, e))
         }
         Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => Err(io(path, NOT_A_DIRECTORY)),
         Err(e) => Err(io(path, e)),

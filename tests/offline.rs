@@ -46,6 +46,11 @@ fn single_account_examples() -> tempfile::TempDir {
     dir
 }
 
+/// True when the simulator's request log (since it was last cleared) holds no write.
+fn wrote_nothing(sim: &Simulator) -> bool {
+    sim.request_log().iter().all(|r| !r.is_write())
+}
+
 /// Runs the real binary with a bounded wait (asynchronously, so that an in-process simulator
 /// keeps serving meanwhile).
 async fn run_binary(args: &[&str], sim: Option<&Simulator>) -> Output {
@@ -233,7 +238,7 @@ async fn ambiguous_natural_key_writes_nothing() {
             .unwrap()
             .contains("2 API keys match")
     );
-    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+    assert!(wrote_nothing(&sim));
 }
 
 /// The binary's apply prints IDs and DNS records, never secret values, and `--secrets-dir`
@@ -555,11 +560,7 @@ async fn apply_honours_observe_only_and_paused() {
     assert_eq!(out.status.code(), Some(0), "{shown}");
     let summary = "0 created, 0 updated, 0 unchanged, 1 paused, 1 observed.";
     assert!(shown.contains(&format!("Apply: {summary}")), "{shown}");
-    assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
-        "writes: {:?}",
-        sim.request_log()
-    );
+    assert!(wrote_nothing(&sim), "writes: {:?}", sim.request_log());
     assert!(sim.snapshot().sending_domains.is_empty());
 
     // An existing object is observed, not adopted: the plan says "matched".
@@ -716,11 +717,7 @@ async fn a_rename_into_a_taken_name_is_refused_at_plan_time() {
             "{command}: {shown}"
         );
     }
-    assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
-        "{:?}",
-        sim.request_log()
-    );
+    assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
     // Paused or ObserveOnly, the resource writes nothing, so it is left alone (paused) or
     // observed, as in a cluster.
     for (annotation, policy, action) in [
@@ -771,7 +768,7 @@ async fn adopt_policy_never_creates() {
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("adoption-policy is Adopt"), "{shown}");
     assert!(!shown.contains("POST"), "no create is listed: {shown}");
-    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+    assert!(wrote_nothing(&sim));
 }
 
 /// The plan lists every API call `apply` may make, with its condition and the attributes it
@@ -975,7 +972,7 @@ async fn stdin_and_exit_codes() {
         shown.contains("standard input holds the manifests") && shown.contains("--auto-approve"),
         "{shown}"
     );
-    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+    assert!(wrote_nothing(&sim));
     // A file named twice (itself, and inside its directory) is read once: no duplicate.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("domains.yaml");
@@ -1012,7 +1009,7 @@ async fn references_across_namespaces_follow_allowed_namespaces() {
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("ReferenceNotAllowed"), "{shown}");
     assert!(shown.contains("Nothing was applied"), "{shown}");
-    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert!(wrote_nothing(&sim), "{shown}");
     let excluded = "  allowedNamespaces: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [team-z]}]}\n";
     for (command, allowed) in [("destroy", "  name: sa\n"), ("plan", excluded)] {
         let text = manifests(allowed);
@@ -1038,7 +1035,7 @@ async fn references_across_namespaces_follow_allowed_namespaces() {
         assert_eq!(out.status.code(), Some(0), "{by_label}: {shown}");
         assert!(shown.contains(note), "{by_label}: {shown}");
     }
-    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+    assert!(wrote_nothing(&sim));
 }
 
 /// A ClusterAccount among the manifests decides, with its `spec.namespaceSelector`, which
@@ -1076,7 +1073,7 @@ async fn accounts_follow_their_namespace_selector() {
         assert_eq!(out.status.code(), Some(1), "{command}: {shown}");
         assert!(shown.contains("AccountNotAllowed"), "{command}: {shown}");
     }
-    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+    assert!(wrote_nothing(&sim));
     // A paused resource is left alone before any account is used, as in a cluster.
     let paused = manifests(excluded).replace(
         "namespace: team-z}",
@@ -1121,7 +1118,7 @@ async fn destroy_carries_out_each_deletion_policy() {
         shown.contains("Destroy: 0 deleted or deactivated, 5 kept or absent."),
         "{shown}"
     );
-    assert!(sim.request_log().iter().all(|r| !r.is_write()));
+    assert!(wrote_nothing(&sim));
     assert_eq!(
         run_binary(&["apply", "-f", path], Some(&sim))
             .await
@@ -1138,10 +1135,7 @@ async fn destroy_carries_out_each_deletion_policy() {
         said.contains("Destroy plan: 3 to delete or deactivate, 2 to keep or absent."),
         "{said}"
     );
-    assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
-        "nothing destroyed"
-    );
+    assert!(wrote_nothing(&sim), "nothing destroyed");
     let out = run_binary(&["destroy", "-f", path, "--auto-approve"], Some(&sim)).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
@@ -1432,7 +1426,7 @@ async fn secrets_dir_is_written_safely() {
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("default"), "names the path: {shown}");
     assert!(!outside.path().join("ci-mailtarget-key").exists());
-    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert!(wrote_nothing(&sim), "{shown}");
 
     // The directory is a file: nothing is created at the service.
     let file = outside.path().join("not-a-dir");
@@ -1456,7 +1450,7 @@ async fn secrets_dir_is_written_safely() {
     assert_eq!(out.status.code(), Some(2), "an unusable flag: {shown}");
     assert!(shown.contains("--secrets-dir"), "{shown}");
     assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
+        wrote_nothing(&sim),
         "no key created whose value could not be stored"
     );
 }
@@ -1498,7 +1492,7 @@ async fn secrets_dir_files_are_owned_like_secrets() {
         "names the directory: {shown}"
     );
     assert!(shown.contains("not written"), "says why: {shown}");
-    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert!(wrote_nothing(&sim), "{shown}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "the user's");
 
     // The adoption annotation takes it over; from then on it is the resource's.
@@ -1547,7 +1541,7 @@ async fn secrets_dir_files_are_owned_like_secrets() {
         shown.contains("ApiKey default/a"),
         "names the owner: {shown}"
     );
-    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert!(wrote_nothing(&sim), "{shown}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), value);
 
     // destroy removes only what apply wrote for the resources it destroys: not a file the user
@@ -1661,7 +1655,7 @@ async fn an_unwritable_secrets_dir_stops_apply_before_any_write() {
         "{shown}"
     );
     assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
+        wrote_nothing(&sim),
         "no key created whose value could not be stored"
     );
 }
@@ -1971,10 +1965,7 @@ async fn a_twin_created_by_a_concurrent_apply_fails_the_run() {
         assert!(shown.contains(&id.to_string()), "names id {id}: {shown}");
     }
     assert!(shown.contains("delete"), "says what to do: {shown}");
-    assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
-        "a later run writes nothing"
-    );
+    assert!(wrote_nothing(&sim), "a later run writes nothing");
 }
 
 /// Two accounts of one run (`--account`) that reach one company make twins too: each plans its
@@ -2244,7 +2235,7 @@ async fn tenants_apply_inside_their_sub_accounts() {
         "{shown}"
     );
     assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
+        wrote_nothing(&sim),
         "nothing written: {:?}",
         sim.request_log()
     );
@@ -2543,7 +2534,7 @@ async fn an_external_id_on_a_new_sub_accounts_key_is_refused_before_any_write() 
     let out = run_manifest("apply", dir.path(), "cred.yaml", text, &sim).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
-    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert!(wrote_nothing(&sim), "{shown}");
 }
 
 /// With `-o json`, an error that stops the run before any plan (invalid manifests, a service
@@ -2616,7 +2607,7 @@ async fn the_credential_is_reserved_in_the_cli() {
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("CredentialReserved"), "{shown}");
-    assert!(sim.request_log().iter().all(|r| !r.is_write()), "{shown}");
+    assert!(wrote_nothing(&sim), "{shown}");
 
     let out = run_manifest("apply", dir.path(), "platform.yaml", &platform, &sim).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
@@ -2665,11 +2656,7 @@ async fn the_credential_is_reserved_in_the_cli() {
             );
         }
     }
-    assert!(
-        sim.request_log().iter().all(|r| !r.is_write()),
-        "{:?}",
-        sim.request_log()
-    );
+    assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
 
     // The SubAccount's own namespace may manage a credential the SubAccount names.
     let named = platform.replacen(

@@ -31,6 +31,12 @@ fn owner(e: &Entry) -> String {
     format!("{} {}/{}", e.kind, e.namespace, e.name)
 }
 
+/// True when `apply` or `destroy` carries out `e`'s resource (`s`: its step): no error, and
+/// neither paused nor `ObserveOnly`, which are left alone with their files.
+fn carried_out(e: &Entry, s: &Step) -> bool {
+    e.error.is_none() && !matches!(s, Step::Invalid | Step::Skip)
+}
+
 /// Whose the directory of Secret `secret` of `e`'s resource is.
 enum Place {
     /// Nothing there yet.
@@ -67,9 +73,7 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
     let rows = (plan.entries.iter_mut())
         .zip(plan.steps.iter_mut())
         .zip(&plan.resources);
-    let writes =
-        |e: &Entry, s: &Step| e.error.is_none() && !matches!(s, Step::Invalid | Step::Skip);
-    for ((e, step), r) in rows.filter(|((e, s), _)| writes(e, s)) {
+    for ((e, step), r) in rows.filter(|((e, s), _)| carried_out(e, s)) {
         let adopts = AdoptionPolicy::annotated(r.meta()).is_some();
         let users = "holds files not written for this resource by apply --secrets-dir";
         for (_, secret) in r.secret_names() {
@@ -106,8 +110,7 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
     let rows = (plan.entries.iter_mut())
         .zip(&plan.steps)
         .zip(&plan.resources);
-    let acts = |e: &Entry, s: &Step| e.error.is_none() && !matches!(s, Step::Invalid | Step::Skip);
-    for ((e, _), r) in rows.filter(|((e, s), _)| acts(e, s)) {
+    for ((e, _), r) in rows.filter(|((e, s), _)| carried_out(e, s)) {
         for (_, secret) in r.secret_names() {
             let note = match place(dir, e, secret) {
                 (_, Place::Free) => continue,
