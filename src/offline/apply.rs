@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use futures::{StreamExt, stream};
 use serde::Serialize;
 
-use super::plan::{Entry, Inside, OfflinePlan, Step, Summary};
+use super::inside::Inside;
+use super::plan::{Entry, OfflinePlan, Step, Summary};
 use super::twins;
 use crate::api::{ApiObject, Client, SubAccountDetail};
 use crate::crd::DnsRecord;

@@ -7,16 +7,15 @@
 //! `apply`'s order: domains and keys first, then sub accounts.
 
 use super::apply::{ApplyReport, Outcome, apply_one, failed, outcome};
-use super::guards::reference_allowed;
+use super::inside::{PlannedSubAccount, placed_in};
 use super::plan::{Entry, OfflinePlan, Step, entry_of};
 use crate::api::{ApiError, Client};
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction, placement};
+use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction};
 use crate::files::SafeDir;
 use crate::manifest::{Loaded, Resource};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// Plans the deletion of every resource of `resources` against the account (the three lists,
 /// no other read).
@@ -35,26 +34,14 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
             _ => None,
         })
         .collect();
-    let subs: Vec<PlannedSubAccount> = resources
-        .iter()
-        .zip(&sub_plans)
-        .filter_map(|(l, p)| {
+    let subs: Vec<PlannedSubAccount> = (resources.iter().enumerate().zip(&sub_plans))
+        .filter_map(|((index, l), p)| {
             let found = p.as_ref()?.as_ref().ok()?.planned.found;
             let Resource::SubAccount(r) = &l.resource else {
                 return None;
             };
             let id = found.map(|f| f.id);
-            let credential_key = placement::credential_key_name(r);
-            let credential_id = id
-                .and_then(|id| placement::credential(&credential_key, id, &inventory.api_keys).ok())
-                .map(|k| k.id);
-            Some(PlannedSubAccount {
-                at: (l.resource.namespace(), l.resource.name()),
-                id,
-                allowed_namespaces: r.spec.allowed_namespaces.as_ref(),
-                resource: r,
-                credential: (credential_id, credential_key),
-            })
+            Some(PlannedSubAccount::new(index, l, r, id, &inventory))
         })
         .collect();
     for (loaded, sub_plan) in resources.iter().zip(sub_plans) {
@@ -92,20 +79,6 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
     })
 }
 
-/// A SubAccount planned for deletion, as the resources inside it see it.
-struct PlannedSubAccount<'a> {
-    /// Its namespace and name.
-    at: (&'a str, &'a str),
-    /// The matched sub account's id; `None` when none matched.
-    id: Option<i64>,
-    /// Its `spec.allowedNamespaces`.
-    allowed_namespaces: Option<&'a LabelSelector>,
-    /// The SubAccount, for [`placement::reserved_for`].
-    resource: &'a SubAccount,
-    /// Its credential key's id (when it exists) and name.
-    credential: (Option<i64>, String),
-}
-
 /// True when `r`'s deletion policy takes a step (delete, deactivate) on a matched object.
 fn deletes<K: ManagedKind>(r: &K::Resource) -> bool {
     K::deletion(r).is_some()
@@ -120,33 +93,18 @@ fn deletes<K: ManagedKind>(r: &K::Resource) -> bool {
 fn deletion_inside<K: ManagedKind>(
     r: &K::Resource,
     loaded: &Loaded,
-    subs: &[PlannedSubAccount<'_>],
+    subs: &[PlannedSubAccount],
     inventory: &Inventory,
 ) -> Result<ResourcePlan<K>, PlanError> {
     let mut d = driver::desired::<K>(r)?;
-    if let Some(reference) = r.sub_account_ref() {
-        let own = loaded.resource.namespace();
-        let namespace = reference.namespace_or(own);
-        let shown = format!("SubAccount \"{namespace}/{}\"", reference.name);
-        let Some(sub) = subs.iter().find(|s| s.at == (namespace, &reference.name)) else {
-            return Err(PlanError::Blocked(format!(
-                "{shown} is not among the manifests or cannot be planned, so the {} inside it cannot be found",
-                K::NOUN
-            )));
-        };
-        if let Err(problem) = reference_allowed(sub.at, sub.allowed_namespaces, own) {
-            return Err(PlanError::Blocked(format!("{shown}: {problem}")));
-        }
-        let reserved = placement::reserved_for(sub.resource, sub.at.0, own, sub.credential.clone());
-        let found = r.external_id();
-        if let Some(why) =
-            placement::refuse_credential::<K>(reserved.as_ref(), K::natural_key(&d), found)
-        {
-            let reason = placement::REASON_CREDENTIAL_RESERVED;
-            return Err(PlanError::Blocked(format!("{reason}: {why}")));
-        }
-        let Some(id) = sub.id else {
-            let note = format!("{shown} matches no sub account: nothing is inside it");
+    let own = loaded.resource.namespace();
+    let placed = placed_in::<K>(r, own, K::natural_key(&d), subs).map_err(PlanError::Blocked)?;
+    if let Some((sub, _)) = placed {
+        let Some(id) = sub.inside.id else {
+            let note = format!(
+                "{} matches no sub account: nothing is inside it",
+                sub.shown()
+            );
             let planned = Planned {
                 notes: vec![note],
                 ..Planned::creating(Vec::new())

@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 
-use super::plan::{Entry, Inside, Step};
+use super::inside::Inside;
+use super::plan::{Entry, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::{shown, shown_held};
 use crate::manifest::Resource;

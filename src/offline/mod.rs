@@ -12,6 +12,7 @@ pub mod apply;
 pub mod cli;
 pub mod destroy;
 pub mod guards;
+mod inside;
 pub mod plan;
 pub mod render;
 mod secret_files;

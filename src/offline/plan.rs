@@ -1,7 +1,6 @@
 //! Building the plan: one [`Entry`] per resource, from the manifests and the account.
 
 use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Serialize;
 
 use crate::api::{ApiError, Client};
@@ -12,7 +11,7 @@ use crate::engine::{FieldChange, MatchedBy, natural_key, placement};
 use crate::engine::{ManagedKind, ManagedResource, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
 
-use super::guards::reference_allowed;
+use super::inside::{Inside, PlannedSubAccount, placed_in};
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Serialize)]
@@ -146,20 +145,6 @@ pub struct OfflinePlan {
     /// For each resource placed inside a sub account (`spec.subAccountRef`), where: its calls
     /// are made with that sub account's credential.
     pub(crate) inside: Vec<Option<Inside>>,
-}
-
-/// Where a resource inside a sub account is placed (product design, "Accounts and tenancy").
-#[derive(Clone, Debug)]
-pub(crate) struct Inside {
-    /// Manifest index of its SubAccount.
-    pub sub: usize,
-    /// The sub account's id, `None` when this apply creates it.
-    pub id: Option<i64>,
-    /// The operator's credential in an existing sub account, from the company's key list
-    /// ([`placement::credential`]); for a new one it comes from the create answer.
-    pub credential: Option<secrecy::SecretString>,
-    /// Name of the credential key.
-    pub credential_key: String,
 }
 
 /// An object of the account that no manifest names.
@@ -339,23 +324,6 @@ pub async fn build(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan,
 /// How many detail reads planning runs at once; the client's request budget is the real limit.
 const PARALLEL: usize = 64;
 
-/// A planned SubAccount, as the resources placed inside it see it.
-#[derive(Clone, Debug)]
-struct PlannedSubAccount {
-    namespace: String,
-    name: String,
-    /// Where the resources inside it find it.
-    inside: Inside,
-    /// Why its credential cannot be had (an existing sub account without a usable key).
-    credential_problem: Option<String>,
-    /// Its `spec.allowedNamespaces`: the other namespaces whose resources may be placed inside.
-    allowed_namespaces: Option<LabelSelector>,
-    /// The SubAccount, for [`placement::reserved_for`].
-    resource: SubAccount,
-    /// Its credential key's id, when it exists.
-    credential_id: Option<i64>,
-}
-
 pub(crate) async fn build_with(
     client: &Client,
     resources: &[Loaded],
@@ -438,27 +406,7 @@ async fn plan_sub_account(
         return Ok((e, step, None));
     };
     let id = plan.planned.found.map(|f| f.id);
-    let credential_key = plan.desired.credential_key.clone();
-    let credential = id.map(|id| placement::credential(&credential_key, id, &inventory.api_keys));
-    let credential_id = credential
-        .as_ref()
-        .and_then(|c| c.as_ref().ok())
-        .map(|k| k.id);
-    let credential = credential.map(|c| c.map(|k| k.key.clone()));
-    let sub = PlannedSubAccount {
-        namespace: loaded.resource.namespace().to_string(),
-        name: loaded.resource.name().to_string(),
-        allowed_namespaces: r.spec.allowed_namespaces.clone(),
-        resource: r.clone(),
-        credential_id,
-        credential_problem: credential.as_ref().and_then(|c| c.as_ref().err().cloned()),
-        inside: Inside {
-            sub: index,
-            id,
-            credential: credential.and_then(Result::ok),
-            credential_key,
-        },
-    };
+    let sub = PlannedSubAccount::new(index, loaded, r, id, inventory);
     Ok((e, step, Some(sub)))
 }
 
@@ -485,49 +433,34 @@ async fn plan_placed<K: ManagedKind>(
         }
     };
     let external_id = r.external_id();
-    let Some(reference) = r.sub_account_ref() else {
-        let items = K::items(inventory);
-        let mut result = driver::plan_desired::<K>(client, d, external_id, items).await;
-        // A rename into a name another object holds fails before any write, as in a cluster,
-        // where paused and ObserveOnly resources never get this far.
-        if let Ok(plan) = &result
-            && let Some(found) = plan.planned.found
-            && r.writes()
-            && !loaded.resource.is_paused()
-            && let Some(taken) = driver::rename_taken::<K>(&plan.desired, found.id, items)
-        {
-            result = Err(driver::PlanError::Blocked(taken));
-        }
-        return Ok((planned(e, result, step)?, None));
-    };
     let own = loaded.resource.namespace();
-    let namespace = reference.namespace_or(own);
-    let Some(sub) = sub_accounts
-        .iter()
-        .find(|s| s.namespace == namespace && s.name == reference.name)
-    else {
-        e.error = Some(format!(
-            "spec.subAccountRef: no SubAccount \"{}\" in namespace \"{namespace}\" among the manifests",
-            reference.name
-        ));
-        return Ok((Step::Invalid, None));
+    let (sub, note) = match placed_in::<K>(r, own, K::natural_key(&d), sub_accounts) {
+        Ok(Some((sub, _))) if sub.credential_problem.is_some() => {
+            let problem = sub.credential_problem.as_deref().unwrap_or_default();
+            e.error = Some(format!("{}: {problem}", sub.shown()));
+            return Ok((Step::Invalid, None));
+        }
+        Err(problem) => {
+            e.error = Some(problem);
+            return Ok((Step::Invalid, None));
+        }
+        Ok(Some(placed)) => placed,
+        Ok(None) => {
+            let items = K::items(inventory);
+            let mut result = driver::plan_desired::<K>(client, d, external_id, items).await;
+            // A rename into a name another object holds fails before any write, as in a cluster,
+            // where paused and ObserveOnly resources never get this far.
+            if let Ok(plan) = &result
+                && let Some(found) = plan.planned.found
+                && r.writes()
+                && !loaded.resource.is_paused()
+                && let Some(taken) = driver::rename_taken::<K>(&plan.desired, found.id, items)
+            {
+                result = Err(driver::PlanError::Blocked(taken));
+            }
+            return Ok((planned(e, result, step)?, None));
+        }
     };
-    let allowed = reference_allowed(
-        (&sub.namespace, &sub.name),
-        sub.allowed_namespaces.as_ref(),
-        own,
-    );
-    if let Some(problem) = (allowed.as_ref().err()).or(sub.credential_problem.as_ref()) {
-        e.error = Some(format!("SubAccount \"{}\": {problem}", sub.name));
-        return Ok((Step::Invalid, None));
-    }
-    let credential = (sub.credential_id, sub.inside.credential_key.clone());
-    let reserved = placement::reserved_for(&sub.resource, &sub.namespace, own, credential);
-    let name = K::natural_key(&d);
-    if let Some(why) = placement::refuse_credential::<K>(reserved.as_ref(), name, external_id) {
-        e.error = Some(format!("{}: {why}", placement::REASON_CREDENTIAL_RESERVED));
-        return Ok((Step::Invalid, None));
-    }
     let inside = Some(sub.inside.clone());
     let result = match sub.inside.id {
         Some(id) => {
@@ -540,7 +473,7 @@ async fn plan_placed<K: ManagedKind>(
             && external_id.is_none()
             && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key) =>
         {
-            Ok(new_sub_account_key::<K>(d, external_id, &sub.name))
+            Ok(new_sub_account_key::<K>(d, external_id, &sub.shown()))
         }
         None => {
             K::in_sub_account(&mut d, placement::NOT_CREATED_YET);
@@ -548,7 +481,7 @@ async fn plan_placed<K: ManagedKind>(
         }
     };
     let planned = planned(e, result, step)?;
-    e.notes.extend(allowed.ok().flatten());
+    e.notes.extend(note);
     Ok((planned, inside))
 }
 
@@ -559,7 +492,7 @@ fn new_sub_account_key<K: ManagedKind>(
     external_id: Option<i64>,
     sub: &str,
 ) -> ResourcePlan<K> {
-    let note = format!("created with SubAccount \"{sub}\" (the key it is created with)");
+    let note = format!("created with {sub} (the key it is created with)");
     let planned = crate::engine::Planned {
         notes: vec![note],
         ..crate::engine::Planned::creating(Vec::new())

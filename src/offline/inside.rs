@@ -1,0 +1,115 @@
+//! Resources placed inside a sub account (`spec.subAccountRef`) that a SubAccount among the
+//! manifests manages (product design, "Accounts and tenancy"): how `plan`, `apply` and
+//! `destroy` find that sub account, and what they refuse there before any call, as a cluster
+//! refuses it.
+
+use super::guards::reference_allowed;
+use crate::crd::SubAccount;
+use crate::engine::inventory::Inventory;
+use crate::engine::{ManagedKind, ManagedResource, placement};
+use crate::manifest::Loaded;
+
+/// Where a resource inside a sub account is placed.
+#[derive(Clone, Debug)]
+pub(crate) struct Inside {
+    /// Manifest index of its SubAccount.
+    pub sub: usize,
+    /// The sub account's id, `None` when no sub account matched (`apply` creates it).
+    pub id: Option<i64>,
+    /// The operator's credential in an existing sub account, from the company's key list
+    /// ([`placement::credential`]); for a new one it comes from the create answer.
+    pub credential: Option<secrecy::SecretString>,
+    /// Name of the credential key ([`placement::credential_key_name`]).
+    pub credential_key: String,
+}
+
+/// A planned SubAccount, as the resources placed inside it see it.
+#[derive(Clone, Debug)]
+pub(crate) struct PlannedSubAccount {
+    /// The SubAccount.
+    resource: SubAccount,
+    /// Its namespace and name.
+    at: (String, String),
+    /// Where the resources inside it find it.
+    pub inside: Inside,
+    /// Its credential key's id, when it exists.
+    credential_id: Option<i64>,
+    /// Why its credential cannot be had (an existing sub account without a usable key).
+    pub credential_problem: Option<String>,
+}
+
+impl PlannedSubAccount {
+    /// The SubAccount `loaded` (`r`, at manifest index `index`), matched to sub account `id`
+    /// (`None`: none matched), its credential looked up in `inventory`'s key list.
+    pub fn new(
+        index: usize,
+        loaded: &Loaded,
+        r: &SubAccount,
+        id: Option<i64>,
+        inventory: &Inventory,
+    ) -> Self {
+        let credential_key = placement::credential_key_name(r);
+        let found = id.map(|id| placement::credential(&credential_key, id, &inventory.api_keys));
+        let key = found.as_ref().and_then(|f| f.as_ref().ok());
+        Self {
+            resource: r.clone(),
+            at: (
+                loaded.resource.namespace().into(),
+                loaded.resource.name().into(),
+            ),
+            credential_id: key.map(|k| k.id),
+            credential_problem: found.as_ref().and_then(|f| f.as_ref().err().cloned()),
+            inside: Inside {
+                sub: index,
+                id,
+                credential: key.map(|k| k.key.clone()),
+                credential_key,
+            },
+        }
+    }
+
+    /// `SubAccount "namespace/name"`, as messages name it.
+    pub fn shown(&self) -> String {
+        format!("SubAccount \"{}/{}\"", self.at.0, self.at.1)
+    }
+}
+
+/// The SubAccount among `subs` in whose sub account `r` (of namespace `own`, natural key
+/// `name`) is placed by its `spec.subAccountRef`, with a note when only a cluster can tell
+/// whether `own` may place objects there (see [`reference_allowed`]); `None` when `r` names no
+/// SubAccount.
+///
+/// Errors, for people: the SubAccount is not among `subs` (not among the manifests, or its own
+/// plan failed); it does not let `own` place objects inside (`ReferenceNotAllowed`); `r` is, or
+/// names, the operator's credential there (`CredentialReserved`, see
+/// [`placement::refuse_credential`]).
+pub(crate) fn placed_in<'a, K: ManagedKind>(
+    r: &K::Resource,
+    own: &str,
+    name: &str,
+    subs: &'a [PlannedSubAccount],
+) -> Result<Option<(&'a PlannedSubAccount, Option<String>)>, String> {
+    let Some(reference) = r.sub_account_ref() else {
+        return Ok(None);
+    };
+    let namespace = reference.namespace_or(own);
+    let Some(sub) = subs
+        .iter()
+        .find(|s| s.at.0 == namespace && s.at.1 == reference.name)
+    else {
+        return Err(format!(
+            "SubAccount \"{namespace}/{}\" is not among the manifests or cannot be planned, so the {} inside it cannot be found",
+            reference.name,
+            K::NOUN
+        ));
+    };
+    let selector = sub.resource.spec.allowed_namespaces.as_ref();
+    let note = reference_allowed((namespace, &reference.name), selector, own)
+        .map_err(|problem| format!("{}: {problem}", sub.shown()))?;
+    let credential = (sub.credential_id, sub.inside.credential_key.clone());
+    let reserved = placement::reserved_for(&sub.resource, namespace, own, credential);
+    if let Some(why) = placement::refuse_credential::<K>(reserved.as_ref(), name, r.external_id()) {
+        return Err(format!("{}: {why}", placement::REASON_CREDENTIAL_RESERVED));
+    }
+    Ok(Some((sub, note)))
+}
