@@ -22,6 +22,21 @@ pub struct ResourcePlan<K: ManagedKind> {
     pub planned: Planned<K::Request>,
 }
 
+impl<K: ManagedKind> ResourcePlan<K> {
+    /// A plan that found no object and makes no call, saying why in `note`.
+    pub fn noting(desired: K::Desired, external_id: Option<i64>, note: String) -> Self {
+        let planned = Planned {
+            notes: vec![note],
+            ..Planned::creating(Vec::new())
+        };
+        Self {
+            desired,
+            external_id,
+            planned,
+        }
+    }
+}
+
 impl<K: ManagedKind> std::fmt::Debug for ResourcePlan<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResourcePlan")

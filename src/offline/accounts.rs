@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::cli::{ApiArgs, CliError, Target};
+use crate::cli::ApiArgs;
 use crate::crd::{AccountRefKind, AccountReference};
 use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
 use crate::manifest::{Loaded, ManifestSet, Resource};
@@ -105,13 +105,6 @@ impl Group {
     /// The account's name as entries show it: `None` for the default account.
     pub fn label(&self) -> Option<String> {
         (self.account != DEFAULT).then(|| self.account.clone())
-    }
-
-    /// Connects to the account (or to a new simulator under `simulate`).
-    ///
-    /// Errors: a key that cannot be read, an invalid address, a simulator that cannot start.
-    pub async fn connect(&self, simulate: bool) -> Result<Target, CliError> {
-        self.api.connect(simulate).await
     }
 }
 

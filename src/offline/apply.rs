@@ -21,7 +21,7 @@ use crate::files::SafeDir;
 const PARALLEL: usize = 64;
 
 /// What happened to one resource.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Outcome {
     /// The plan entry this outcome executes.
@@ -47,7 +47,7 @@ pub struct Outcome {
 }
 
 /// The result of an apply.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct ApplyReport {
     /// One outcome per resource, in manifest order.
     pub outcomes: Vec<Outcome>,
@@ -73,11 +73,7 @@ pub(crate) fn outcome(entry: &Entry, result: &'static str) -> Outcome {
     Outcome {
         entry: entry.clone(),
         result,
-        dns_records: Vec::new(),
-        verified: None,
-        secret_files: Vec::new(),
-        removed_files: Vec::new(),
-        steps: Vec::new(),
+        ..Outcome::default()
     }
 }
 
@@ -97,88 +93,51 @@ pub async fn run(
     secrets_dir: Option<&SafeDir>,
 ) -> ApplyReport {
     if plan.has_errors() {
-        let outcomes = plan
-            .entries
-            .iter()
-            .map(|e| {
-                outcome(
-                    e,
-                    if e.error.is_some() {
-                        "failed"
-                    } else {
-                        "skipped"
-                    },
-                )
-            })
-            .collect();
+        let outcomes = plan.entries.iter().map(not_run).collect();
         return ApplyReport { outcomes };
     }
-    let ctx = &Ctx {
-        client,
-        secrets_dir,
-    };
     let mut outcomes: Vec<Option<Outcome>> = plan.entries.iter().map(|_| None).collect();
-    let indexed = |pred: fn(&Step) -> bool| -> Vec<usize> {
-        (0..plan.steps.len())
-            .filter(|i| pred(&plan.steps[*i]))
-            .collect()
+    // Sub accounts, then keys, then domains; each resource through the client of its placement.
+    let rank = |s: &Step| match s {
+        Step::SubAccount(_) => 0,
+        Step::ApiKey(_) => 1,
+        Step::SendingDomain(_) => 2,
+        _ => 3,
     };
-
-    let subs = indexed(|s| matches!(s, Step::SubAccount { .. }));
-    let created: Vec<(usize, Outcome, Option<SubAccountDetail>)> = stream::iter(subs)
-        .map(|i| async move {
-            let entry = &plan.entries[i];
-            match &plan.steps[i] {
-                Step::SubAccount(p) => {
-                    let (o, d) = apply_one(ctx, p, entry, true).await;
-                    (i, o, d)
-                }
-                _ => (i, outcome(entry, "skipped"), None),
-            }
-        })
-        .buffered(PARALLEL)
-        .collect()
-        .await;
-    let mut sub_details = Vec::new();
-    for (i, o, d) in created {
-        outcomes[i] = Some(o);
-        if let Some(d) = d {
-            sub_details.push((i, d));
-        }
-    }
-    // The client each resource inside a sub account calls with.
-    let callers: Vec<Option<Result<Client, String>>> = plan
-        .inside
-        .iter()
-        .map(|placed| placed.as_ref().map(|p| caller(client, p, &sub_details)))
-        .collect();
-    let (sub_details, callers) = (&sub_details, &callers);
-
-    // Keys, then domains, each resource through the client of its placement.
-    let phases: [fn(&Step) -> bool; 2] = [
-        |s| matches!(s, Step::ApiKey(_)),
-        |s| matches!(s, Step::SendingDomain(_)),
-    ];
-    for phase in phases {
-        let done: Vec<(usize, Outcome)> = stream::iter(indexed(phase))
-            .map(|i| async move {
-                let entry = &plan.entries[i];
-                let new_sub = new_sub_account(plan, i, sub_details);
-                let o = match (placed_ctx(ctx, callers, i), &plan.steps[i]) {
-                    (Err(e), _) => failed(entry, e),
-                    (Ok(ctx), Step::ApiKey(p)) => apply_placed(&ctx, p, entry, new_sub).await,
-                    (Ok(ctx), Step::SendingDomain(p)) => {
-                        apply_placed(&ctx, p, entry, new_sub).await
+    let mut created: Vec<(usize, SubAccountDetail)> = Vec::new();
+    for phase in 0..3 {
+        let created_so_far = &created;
+        let done: Vec<(usize, Outcome, Option<SubAccountDetail>)> =
+            stream::iter((0..plan.steps.len()).filter(|i| rank(&plan.steps[*i]) == phase))
+                .map(|i| async move {
+                    let entry = &plan.entries[i];
+                    let inside = plan.inside.get(i).and_then(Option::as_ref);
+                    let (client, new_sub) = match placed(client, inside, created_so_far) {
+                        Ok(placed) => placed,
+                        Err(e) => return (i, failed(entry, e), None),
+                    };
+                    let ctx = &Ctx {
+                        client: &client,
+                        secrets_dir,
+                    };
+                    match &plan.steps[i] {
+                        Step::SubAccount(p) => {
+                            let (o, detail) = apply_one(ctx, p, entry, true).await;
+                            (i, o, detail)
+                        }
+                        Step::ApiKey(p) => (i, apply_placed(ctx, p, entry, new_sub).await, None),
+                        Step::SendingDomain(p) => {
+                            (i, apply_placed(ctx, p, entry, new_sub).await, None)
+                        }
+                        _ => (i, outcome(entry, "skipped"), None),
                     }
-                    (Ok(_), _) => outcome(entry, "skipped"),
-                };
-                (i, o)
-            })
-            .buffered(PARALLEL)
-            .collect()
-            .await;
-        for (i, o) in done {
+                })
+                .buffered(PARALLEL)
+                .collect()
+                .await;
+        for (i, o, detail) in done {
             outcomes[i] = Some(o);
+            created.extend(detail.map(|d| (i, d)));
         }
     }
     let outcomes = outcomes
@@ -196,45 +155,46 @@ pub async fn run(
     ApplyReport { outcomes }
 }
 
-/// The client a resource placed inside a sub account calls with: the company client calling as
-/// the sub account's credential, from the create answer of a sub account this apply created
-/// (`created`: manifest index and answer), else as the plan found it.
+/// The outcome of a resource of a plan with errors, where nothing runs: `failed` when the
+/// resource's own plan failed, else `skipped`.
+pub(crate) fn not_run(e: &Entry) -> Outcome {
+    outcome(
+        e,
+        if e.error.is_some() {
+            "failed"
+        } else {
+            "skipped"
+        },
+    )
+}
+
+/// The client a resource calls with and, when it is placed inside a sub account this apply
+/// created, that sub account's create answer. Outside a sub account (`inside` `None`): the
+/// company client. Inside one: the company client calling as the sub account's credential,
+/// from the answer of the SubAccount applied (`created`: manifest index and answer), else as
+/// the plan found it.
 ///
 /// Errors: for people, why there is none (the SubAccount failed, or has no usable key).
-fn caller(
+fn placed<'a>(
     client: &Client,
-    placed: &Inside,
-    created: &[(usize, SubAccountDetail)],
-) -> Result<Client, String> {
-    let answered = created.iter().find(|(i, _)| *i == placed.sub);
-    let key = match (answered, &placed.credential) {
-        (Some((_, detail)), _) => {
-            placement::credential(&placed.credential_key, detail.id, &detail.api_keys)?
+    inside: Option<&Inside>,
+    created: &'a [(usize, SubAccountDetail)],
+) -> Result<(Client, Option<&'a SubAccountDetail>), String> {
+    let Some(inside) = inside else {
+        return Ok((client.clone(), None));
+    };
+    let answered = (created.iter().find(|(i, _)| *i == inside.sub)).map(|(_, d)| d);
+    let key = match (answered, &inside.credential) {
+        (Some(detail), _) => {
+            placement::credential(&inside.credential_key, detail.id, &detail.api_keys)?
                 .key
                 .clone()
         }
         (None, Some(key)) => key.clone(),
         (None, None) => return Err("its SubAccount was not applied".into()),
     };
-    client.calling_as(key).map_err(|e| e.to_string())
-}
-
-/// `ctx` with the client of resource `i`: its sub account's credential when it is placed
-/// inside one.
-fn placed_ctx<'a>(
-    ctx: &Ctx<'a>,
-    callers: &'a [Option<Result<Client, String>>],
-    i: usize,
-) -> Result<Ctx<'a>, String> {
-    let client = match callers.get(i).and_then(Option::as_ref) {
-        None => ctx.client,
-        Some(Ok(client)) => client,
-        Some(Err(e)) => return Err(e.clone()),
-    };
-    Ok(Ctx {
-        client,
-        secrets_dir: ctx.secrets_dir,
-    })
+    let client = client.calling_as(key).map_err(|e| e.to_string())?;
+    Ok((client, answered.filter(|_| inside.id.is_none())))
 }
 
 /// Executes the plan of one resource of kind `K` and reports it: the result word, the id, each
@@ -285,20 +245,6 @@ pub(crate) async fn apply_one<K: ManagedKind>(
         }
     }
     (o, executed.detail)
-}
-
-/// The create answer of the sub account this apply created for resource `i`, when `i` is
-/// placed inside one (`created`: manifest index and answer of each SubAccount applied).
-fn new_sub_account<'a>(
-    plan: &OfflinePlan,
-    i: usize,
-    created: &'a [(usize, SubAccountDetail)],
-) -> Option<&'a SubAccountDetail> {
-    let placed = plan.inside.get(i)?.as_ref().filter(|p| p.id.is_none())?;
-    created
-        .iter()
-        .find(|(s, _)| *s == placed.sub)
-        .map(|(_, d)| d)
 }
 
 /// Applies `plan`, made against the account as it was: for a resource inside a sub account this

@@ -95,7 +95,7 @@ impl PlanArgs {
                 },
                 None => e,
             };
-            let target = match group.connect(self.simulate).await {
+            let target = match group.api.connect(self.simulate).await {
                 Ok(target) => target,
                 Err(e) => {
                     shutdown(planned).await;
@@ -203,8 +203,8 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
             super::secret_files::check_apply(plan, dir);
         }
     }
-    let carry = Carry::Apply(secrets_dir.as_ref());
-    Ok(carry_out(planned, carry, args.plan.output, |_| true).await)
+    let dir = secrets_dir.as_ref();
+    Ok(carry_out(planned, (false, dir), args.plan.output, |_| true).await)
 }
 
 /// `--secrets-dir` `path`, opened (created when missing, see [`crate::files::SafeDir::open`]).
@@ -216,40 +216,24 @@ fn open_secrets_dir(path: Option<&std::path::Path>) -> Result<Option<SafeDir>, C
         .map_err(|e| CliError::Config(format!("--secrets-dir: {e}")))
 }
 
-/// What `apply` and `destroy` carry out: the plan (writing secret values under the directory
-/// given), or the deletion plan (removing the files written for its resources under the
-/// directory given).
-enum Carry<'a> {
-    Apply(Option<&'a SafeDir>),
-    Destroy(Option<&'a SafeDir>),
-}
-
-impl Carry<'_> {
-    /// True for `destroy`.
-    fn deletes(&self) -> bool {
-        matches!(self, Carry::Destroy(_))
-    }
-}
-
-/// Carries out `planned` (each account's plan, with its client): when a plan has errors or
-/// `approve` refuses, prints why, writes nothing and answers exit code 1 (a plan with errors is
-/// printed, on standard output as JSON under `-o json`); else runs each plan, prints the report
-/// and answers 0, or 1 when a resource failed.
+/// Carries out `planned` (each account's plan, with its client): for `apply` the plan, writing
+/// secret values under `dir`; for `destroy` (`deletes`) the deletion plan, removing the files
+/// written for its resources under `dir`. When a plan has errors or `approve` refuses, prints
+/// why, writes nothing and answers exit code 1 (a plan with errors is printed, on standard
+/// output as JSON under `-o json`); else runs each plan, prints the report and answers 0, or 1
+/// when a resource failed.
 async fn carry_out(
     planned: Vec<(Target, plan::OfflinePlan)>,
-    carry: Carry<'_>,
+    (deletes, dir): (bool, Option<&SafeDir>),
     output: OutputFormat,
     approve: impl FnOnce(&plan::OfflinePlan) -> bool,
 ) -> i32 {
     let plan = merged(&planned);
-    let done = match carry {
-        Carry::Apply(_) => "applied",
-        Carry::Destroy(_) => "destroyed",
-    };
+    let done = if deletes { "destroyed" } else { "applied" };
     let why = if plan.has_errors() {
         match output {
-            OutputFormat::Json => print!("{}", render::plan_json(&plan, carry.deletes())),
-            OutputFormat::Text => eprint!("{}", render::plan_text(&plan, carry.deletes())),
+            OutputFormat::Json => print!("{}", render::plan_json(&plan, deletes)),
+            OutputFormat::Text => eprint!("{}", render::plan_text(&plan, deletes)),
         }
         Some(": fix the errors in the plan first")
     } else if approve(&plan) {
@@ -257,7 +241,7 @@ async fn carry_out(
     } else {
         // Not approved: the plan was shown as text for the question; JSON readers get it too.
         if matches!(output, OutputFormat::Json) {
-            print!("{}", render::plan_json(&plan, carry.deletes()));
+            print!("{}", render::plan_json(&plan, deletes));
         }
         Some("")
     };
@@ -266,20 +250,18 @@ async fn carry_out(
         shutdown(planned).await;
         return 1;
     }
-    let mut report = apply::ApplyReport {
-        outcomes: Vec::new(),
-    };
+    let mut report = apply::ApplyReport::default();
     for (target, plan) in &planned {
-        let part = match carry {
-            Carry::Apply(dir) => apply::run(&target.client, plan, dir).await,
-            Carry::Destroy(dir) => destroy::run(&target.client, plan, dir).await,
+        let part = match deletes {
+            false => apply::run(&target.client, plan, dir).await,
+            true => destroy::run(&target.client, plan, dir).await,
         };
         report.outcomes.extend(part.outcomes);
     }
     shutdown(planned).await;
     let text = match output {
-        OutputFormat::Json => render::apply_json(&report, carry.deletes()),
-        OutputFormat::Text => render::apply_text(&report, carry.deletes()),
+        OutputFormat::Json => render::apply_json(&report, deletes),
+        OutputFormat::Text => render::apply_text(&report, deletes),
     };
     print!("{text}");
     if report.summary().error > 0 { 1 } else { 0 }
@@ -325,8 +307,8 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
         let nothing = plan.summary().delete == 0 && removals == 0;
         args.auto_approve || nothing || approved(plan, manifests_on_stdin)
     };
-    let carry = Carry::Destroy(secrets_dir.as_ref());
-    Ok(carry_out(planned, carry, args.plan.output, approve).await)
+    let dir = secrets_dir.as_ref();
+    Ok(carry_out(planned, (true, dir), args.plan.output, approve).await)
 }
 
 /// Shows the deletion plan and asks for `yes` on a terminal; false without a terminal, or when

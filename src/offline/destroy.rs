@@ -6,14 +6,13 @@
 //! two resources matching one object fail the run before any write. Runs in the reverse of
 //! `apply`'s order: domains and keys first, then sub accounts.
 
-use super::apply::{ApplyReport, Outcome, apply_one, failed, outcome};
+use super::apply::{ApplyReport, Outcome, apply_one, failed, not_run, outcome};
 use super::inside::{PlannedSubAccount, placed_in};
 use super::plan::{Entry, OfflinePlan, Step, entry_of};
 use crate::api::{ApiError, Client};
-use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
-use crate::engine::{ManagedKind, ManagedResource, Planned, StepAction};
+use crate::engine::{ManagedKind, ManagedResource, StepAction};
 use crate::files::SafeDir;
 use crate::manifest::{Loaded, Resource};
 
@@ -22,66 +21,40 @@ use crate::manifest::{Loaded, Resource};
 ///
 /// Errors: API failures while reading the lists.
 pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, ApiError> {
-    let inventory = Inventory::load(client).await?;
-    let mut entries = Vec::with_capacity(resources.len());
-    let mut steps = Vec::with_capacity(resources.len());
+    let inventory = &Inventory::load(client).await?;
+    let mut entries: Vec<Entry> = resources.iter().map(entry_of).collect();
+    let mut steps = vec![Step::Invalid; resources.len()];
     // Sub accounts first (planned once): keys inside them are looked up in their scope, found
     // by the namespace and name of their SubAccount.
-    let sub_plans: Vec<Option<Result<ResourcePlan<SubAccount>, PlanError>>> = resources
-        .iter()
-        .map(|l| match &l.resource {
-            Resource::SubAccount(r) => Some(deletion_inside(r, l, &[], &inventory)),
-            _ => None,
-        })
-        .collect();
-    let subs: Vec<PlannedSubAccount> = (resources.iter().enumerate().zip(&sub_plans))
-        .filter_map(|((index, l), p)| {
-            let found = p.as_ref()?.as_ref().ok()?.planned.found;
-            let Resource::SubAccount(r) = &l.resource else {
-                return None;
+    let mut subs = Vec::new();
+    for sub_accounts in [true, false] {
+        for (i, (loaded, e)) in resources.iter().zip(&mut entries).enumerate() {
+            let at = (loaded, subs.as_slice(), inventory);
+            steps[i] = match &loaded.resource {
+                Resource::SubAccount(r) if sub_accounts => {
+                    let step = planned(e, r, at, Step::SubAccount);
+                    if let Step::SubAccount(p) = &step {
+                        let id = p.planned.found.map(|f| f.id);
+                        subs.push(PlannedSubAccount::new(i, loaded, r, id, inventory));
+                    }
+                    step
+                }
+                Resource::ApiKey(r) if !sub_accounts => planned(e, r, at, Step::ApiKey),
+                Resource::SendingDomain(r) if !sub_accounts => {
+                    planned(e, r, at, Step::SendingDomain)
+                }
+                _ => continue,
             };
-            let id = found.map(|f| f.id);
-            Some(PlannedSubAccount::new(index, l, r, id, &inventory))
-        })
-        .collect();
-    for (loaded, sub_plan) in resources.iter().zip(sub_plans) {
-        let mut e = entry_of(loaded);
-        let step = match (&loaded.resource, sub_plan) {
-            (Resource::SubAccount(r), Some(result)) => {
-                planned(&mut e, result, deletes::<SubAccount>(r), Step::SubAccount)
-            }
-            (Resource::SubAccount(_), None) => unreachable!("every SubAccount is planned above"),
-            (Resource::ApiKey(r), _) => {
-                let result = deletion_inside::<ApiKey>(r, loaded, &subs, &inventory);
-                planned(&mut e, result, deletes::<ApiKey>(r), Step::ApiKey)
-            }
-            (Resource::SendingDomain(r), _) => {
-                let result = deletion_inside::<SendingDomain>(r, loaded, &subs, &inventory);
-                planned(
-                    &mut e,
-                    result,
-                    deletes::<SendingDomain>(r),
-                    Step::SendingDomain,
-                )
-            }
-        };
-        entries.push(e);
-        steps.push(step);
+        }
     }
     let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
     super::guards::apply(&mut entries, &mut steps, &resources, &[]);
     Ok(OfflinePlan {
         entries,
-        unmanaged: Vec::new(),
         steps,
         resources,
-        inside: Vec::new(),
+        ..OfflinePlan::default()
     })
-}
-
-/// True when `r`'s deletion policy takes a step (delete, deactivate) on a matched object.
-fn deletes<K: ManagedKind>(r: &K::Resource) -> bool {
-    K::deletion(r).is_some()
 }
 
 /// The deletion plan of an ApiKey or SendingDomain, looked up inside the sub account its
@@ -105,32 +78,25 @@ fn deletion_inside<K: ManagedKind>(
                 "{} matches no sub account: nothing is inside it",
                 sub.shown()
             );
-            let planned = Planned {
-                notes: vec![note],
-                ..Planned::creating(Vec::new())
-            };
-            let external_id = r.external_id();
-            return Ok(ResourcePlan {
-                desired: d,
-                external_id,
-                planned,
-            });
+            return Ok(ResourcePlan::noting(d, r.external_id(), note));
         };
         K::in_sub_account(&mut d, id);
     }
     driver::plan_deletion_of::<K>(r, d, inventory)
 }
 
-/// Fills `e` from a deletion plan: `delete`, `deactivate`, `keep` (the policy keeps the object),
-/// `unchanged` (the policy `deletes`, but the object already is what the deletion would make
-/// it: a note says so) or `absent` (no object matches, or none can exist: a note may say why).
+/// Plans the deletion of `r` ([`deletion_inside`]) and fills `e` from it: `delete`,
+/// `deactivate`, `keep` (the policy keeps the object), `unchanged` (the policy deletes, but the
+/// object already is what the deletion would make it: a note says so) or `absent` (no object
+/// matches, or none can exist: a note may say why).
 fn planned<K: ManagedKind>(
     e: &mut Entry,
-    result: Result<ResourcePlan<K>, PlanError>,
-    deletes: bool,
+    r: &K::Resource,
+    (loaded, subs, inventory): (&Loaded, &[PlannedSubAccount], &Inventory),
     step: impl FnOnce(ResourcePlan<K>) -> Step,
 ) -> Step {
-    match result {
+    let deletes = K::deletion(r).is_some();
+    match deletion_inside::<K>(r, loaded, subs, inventory) {
         Ok(plan) => {
             let p = &plan.planned;
             e.action = match (p.found, p.steps.first().map(|s| s.step.action)) {
@@ -175,14 +141,7 @@ pub async fn run(
     for i in order {
         let e = &plan.entries[i];
         let o = match &plan.steps[i] {
-            _ if plan.has_errors() => outcome(
-                e,
-                if e.error.is_some() {
-                    "failed"
-                } else {
-                    "skipped"
-                },
-            ),
+            _ if plan.has_errors() => not_run(e),
             Step::SubAccount(p) => carry(&ctx, p, e, secrets_dir).await,
             Step::ApiKey(p) => carry(&ctx, p, e, secrets_dir).await,
             Step::SendingDomain(p) => carry(&ctx, p, e, secrets_dir).await,

@@ -51,7 +51,9 @@ pub(crate) fn apply(
         } else if !r.management_policy().may_write() {
             observe(e);
             *step = Step::Skip;
-        } else if e.action == "create" && adoption_policy(r) == Some(AdoptionPolicy::Adopt) {
+        } else if e.action == "create"
+            && AdoptionPolicy::annotated(r.meta()) == Some(AdoptionPolicy::Adopt)
+        {
             e.error = Some(format!(
                 "{ANNOTATION_ADOPTION_POLICY} is Adopt and no API object matches to adopt; create it at the service or use AdoptOrCreate"
             ));
@@ -65,10 +67,6 @@ pub(crate) fn apply(
     for e in entries.iter_mut().filter(|e| e.error.is_some()) {
         e.action = "error";
     }
-}
-
-fn adoption_policy(r: &Resource) -> Option<AdoptionPolicy> {
-    AdoptionPolicy::annotated(r.meta())
 }
 
 /// An `ObserveOnly` entry: the differences become notes, nothing is written.

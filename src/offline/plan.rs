@@ -14,7 +14,7 @@ use crate::manifest::{Loaded, Resource};
 use super::inside::{Inside, PlannedSubAccount, placed_in};
 
 /// The plan of one resource, for people and for `--output json`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// Kind of the resource.
@@ -133,7 +133,7 @@ pub(crate) enum Step {
 }
 
 /// A whole plan: entries in manifest order plus the typed steps.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct OfflinePlan {
     /// One entry per resource.
     pub entries: Vec<Entry>,
@@ -229,13 +229,7 @@ impl OfflinePlan {
     /// The plans of several accounts as one, in the order given (for showing and counting;
     /// each account's plan is executed with its own client).
     pub fn merged(parts: Vec<OfflinePlan>) -> OfflinePlan {
-        let mut all = OfflinePlan {
-            entries: Vec::new(),
-            unmanaged: Vec::new(),
-            steps: Vec::new(),
-            resources: Vec::new(),
-            inside: Vec::new(),
-        };
+        let mut all = OfflinePlan::default();
         for part in parts {
             let offset = all.resources.len();
             all.entries.extend(part.entries);
@@ -259,15 +253,9 @@ pub(crate) fn entry_of(loaded: &Loaded) -> Entry {
         kind: loaded.resource.kind(),
         namespace: loaded.resource.namespace().to_string(),
         name: loaded.resource.name().to_string(),
-        account: None,
         source: loaded.source.to_string(),
         action: "error",
-        id: None,
-        matched_by: None,
-        changes: Vec::new(),
-        notes: Vec::new(),
-        steps: Vec::new(),
-        error: None,
+        ..Entry::default()
     }
 }
 
@@ -329,58 +317,42 @@ pub(crate) async fn build_with(
     resources: &[Loaded],
     inventory: &Inventory,
 ) -> Result<OfflinePlan, ApiError> {
-    let mut slots: Vec<Option<(Entry, Step)>> = resources.iter().map(|_| None).collect();
+    let mut entries = vec![Entry::default(); resources.len()];
+    let mut steps = vec![Step::Invalid; resources.len()];
+    let mut inside: Vec<Option<Inside>> = vec![None; resources.len()];
+    let mut subs: Vec<PlannedSubAccount> = Vec::new();
     // SubAccounts first: keys refer to them. Detail reads of one pass run concurrently.
-    let planned: Vec<(usize, Entry, Step, Option<PlannedSubAccount>)> =
-        stream::iter(resources.iter().enumerate().filter_map(|(index, loaded)| {
-            match &loaded.resource {
-                Resource::SubAccount(r) => Some((index, loaded, r)),
-                _ => None,
-            }
-        }))
-        .map(|(index, loaded, r)| async move {
-            let (e, step, sub) = plan_sub_account(client, r, index, loaded, inventory).await?;
-            Ok::<_, ApiError>((index, e, step, sub))
-        })
-        .buffered(PARALLEL)
-        .try_collect()
-        .await?;
-    let mut sub_accounts: Vec<PlannedSubAccount> = Vec::new();
-    for (index, e, step, sub) in planned {
-        slots[index] = Some((e, step));
-        sub_accounts.extend(sub);
-    }
-    let sub_accounts = sub_accounts.as_slice();
-    let mut inside: Vec<Option<Inside>> = resources.iter().map(|_| None).collect();
-    let planned: Vec<(usize, Entry, Step, Option<Inside>)> =
-        stream::iter(resources.iter().enumerate())
-            .filter(|(_, loaded)| {
-                futures::future::ready(!matches!(loaded.resource, Resource::SubAccount(_)))
-            })
-            .map(|(index, loaded)| async move {
+    for sub_accounts in [true, false] {
+        let pass = (resources.iter().enumerate())
+            .filter(|(_, l)| matches!(l.resource, Resource::SubAccount(_)) == sub_accounts);
+        let subs_so_far = subs.as_slice();
+        let planned: Vec<(usize, Entry, Step, Option<Inside>)> = stream::iter(pass)
+            .map(|(i, loaded)| async move {
                 let mut e = entry_of(loaded);
+                let at = (loaded, subs_so_far, inventory);
                 let (step, placed) = match &loaded.resource {
-                    Resource::ApiKey(r) => {
-                        let at = (loaded, sub_accounts, inventory);
-                        plan_placed(client, r, at, &mut e, Step::ApiKey).await?
+                    Resource::SubAccount(r) => {
+                        plan_placed(client, r, at, &mut e, Step::SubAccount).await?
                     }
+                    Resource::ApiKey(r) => plan_placed(client, r, at, &mut e, Step::ApiKey).await?,
                     Resource::SendingDomain(r) => {
-                        let at = (loaded, sub_accounts, inventory);
                         plan_placed(client, r, at, &mut e, Step::SendingDomain).await?
                     }
-                    Resource::SubAccount(_) => (Step::Invalid, None),
                 };
-                Ok::<_, ApiError>((index, e, step, placed))
+                Ok::<_, ApiError>((i, e, step, placed))
             })
             .buffered(PARALLEL)
             .try_collect()
             .await?;
-    for (index, e, step, placed) in planned {
-        slots[index] = Some((e, step));
-        inside[index] = placed;
+        for (i, e, step, placed) in planned {
+            let loaded = &resources[i];
+            if let (Resource::SubAccount(r), Step::SubAccount(p)) = (&loaded.resource, &step) {
+                let id = p.planned.found.map(|f| f.id);
+                subs.push(PlannedSubAccount::new(i, loaded, r, id, inventory));
+            }
+            (entries[i], steps[i], inside[i]) = (e, step, placed);
+        }
     }
-    // Every slot is filled: each resource is of one of the three kinds handled above.
-    let (mut entries, mut steps): (Vec<Entry>, Vec<Step>) = slots.into_iter().flatten().unzip();
     let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
     super::guards::apply(&mut entries, &mut steps, &resources, &inside);
     Ok(OfflinePlan {
@@ -390,24 +362,6 @@ pub(crate) async fn build_with(
         resources,
         inside,
     })
-}
-
-async fn plan_sub_account(
-    client: &Client,
-    r: &SubAccount,
-    index: usize,
-    loaded: &Loaded,
-    inventory: &Inventory,
-) -> Result<(Entry, Step, Option<PlannedSubAccount>), ApiError> {
-    let mut e = entry_of(loaded);
-    let at = (loaded, &[][..], inventory);
-    let (step, _) = plan_placed(client, r, at, &mut e, Step::SubAccount).await?;
-    let Step::SubAccount(plan) = &step else {
-        return Ok((e, step, None));
-    };
-    let id = plan.planned.found.map(|f| f.id);
-    let sub = PlannedSubAccount::new(index, loaded, r, id, inventory);
-    Ok((e, step, Some(sub)))
 }
 
 /// Plans an ApiKey or SendingDomain, inside the sub account of the SubAccount its
@@ -473,7 +427,9 @@ async fn plan_placed<K: ManagedKind>(
             && external_id.is_none()
             && natural_key::same_key_name(K::natural_key(&d), &sub.inside.credential_key) =>
         {
-            Ok(new_sub_account_key::<K>(d, external_id, &sub.shown()))
+            // The key the sub account is created with: no call of its own.
+            let note = format!("created with {} (the key it is created with)", sub.shown());
+            Ok(ResourcePlan::noting(d, external_id, note))
         }
         None => {
             K::in_sub_account(&mut d, placement::NOT_CREATED_YET);
@@ -483,23 +439,4 @@ async fn plan_placed<K: ManagedKind>(
     let planned = planned(e, result, step)?;
     e.notes.extend(note);
     Ok((planned, inside))
-}
-
-/// The plan of the key a new sub account is created with (its credential key, which the API
-/// key `desired` names): no call of its own.
-fn new_sub_account_key<K: ManagedKind>(
-    desired: K::Desired,
-    external_id: Option<i64>,
-    sub: &str,
-) -> ResourcePlan<K> {
-    let note = format!("created with {sub} (the key it is created with)");
-    let planned = crate::engine::Planned {
-        notes: vec![note],
-        ..crate::engine::Planned::creating(Vec::new())
-    };
-    ResourcePlan {
-        desired,
-        external_id,
-        planned,
-    }
 }
