@@ -29,10 +29,10 @@ use crate::crd::Ownership;
 use crate::crd::conditions::now_rfc3339;
 use crate::engine::driver::{self, ResourcePlan};
 use crate::engine::recovery::may_have_committed;
+use crate::engine::{FieldChange, MatchedBy, StatusOf, shown};
 use crate::engine::{
     ManagedKind, ManagedStatus, Seen, StepAction, StepOutcome, StepReport, Summary,
 };
-use crate::engine::{MatchedBy, StatusOf, shown, shown_held};
 
 /// Brings `obj`'s API object in line with its spec through the engine, or reports why not.
 /// `old` is the status as last written; `revision`, the version of `obj` the reconcile writes
@@ -375,13 +375,7 @@ fn outcome<K: ManagedKind>(
     };
     let changes = &plan.planned.changes;
     if !may_write && !changes.is_empty() {
-        let diff: Vec<String> = changes
-            .iter()
-            .map(|c| {
-                let (from, to) = (shown_held(&c.from), shown(&c.to));
-                format!("{}: {from} (service) vs {to} (spec)", c.field)
-            })
-            .collect();
+        let diff: Vec<String> = changes.iter().map(FieldChange::drift).collect();
         let message = format!(
             "the service differs from the spec, not corrected (ObserveOnly): {}",
             diff.join("; ")

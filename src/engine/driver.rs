@@ -205,18 +205,6 @@ pub async fn execute<K: ManagedKind>(
     }
 }
 
-/// The object `d` stands for, after a create without a definite answer: looked up by natural
-/// key in a list read now ([`find_created`]), then read.
-async fn recover<K: ManagedKind>(
-    client: &Client,
-    d: &K::Desired,
-) -> Result<Option<K::Detail>, ApiError> {
-    match find_created::<K>(client, d).await? {
-        Some(id) => K::Detail::read(client, id).await.map(Some),
-        None => Ok(None),
-    }
-}
-
 /// The id of the object a create for `d` made, when its answer was lost (no answer, or the
 /// process died before recording it): the one object with `d`'s natural key in a list read now
 /// (the list endpoint's search, all pages). `None` when there is none, or several.
@@ -307,8 +295,12 @@ async fn run_step<K: ManagedKind>(
     }
     let answer = match step.step.action {
         StepAction::Create => {
+            // Without a definite answer: the object looked up by natural key, then read.
             create_or_recover(K::run(client, &step.request, None), || async {
-                Ok(recover::<K>(client, &plan.desired).await?.map(Some))
+                match find_created::<K>(client, &plan.desired).await? {
+                    Some(id) => Ok(Some(Some(K::Detail::read(client, id).await?))),
+                    None => Ok(None),
+                }
             })
             .await?
         }

@@ -93,40 +93,26 @@ pub fn find<'a, T>(
     natural: impl Fn(&T) -> bool,
 ) -> Lookup<'a, T> {
     let scoped = || items.iter().filter(|i| in_scope(i));
+    let found = |item: &'a T, matched_by| {
+        let id = id_of(item);
+        Lookup::Found(item, Found { id, matched_by })
+    };
     if let Some(want) = external_id {
         return match scoped().find(|i| id_of(i) == want) {
-            Some(item) => Lookup::Found(
-                item,
-                Found {
-                    id: want,
-                    matched_by: MatchedBy::ExternalId,
-                },
-            ),
+            Some(item) => found(item, MatchedBy::ExternalId),
             None => Lookup::ExternalIdNotFound(want),
         };
     }
     if let Some(want) = status_id
         && let Some(item) = scoped().find(|i| id_of(i) == want)
     {
-        return Lookup::Found(
-            item,
-            Found {
-                id: want,
-                matched_by: MatchedBy::StatusId,
-            },
-        );
+        return found(item, MatchedBy::StatusId);
     }
     let matches: Vec<&T> = scoped().filter(|i| natural(i)).collect();
     match matches.as_slice() {
         [] if items.iter().any(|i| !in_scope(i) && natural(i)) => Lookup::OutsideScope,
         [] => Lookup::Missing,
-        [one] => Lookup::Found(
-            one,
-            Found {
-                id: id_of(one),
-                matched_by: MatchedBy::NaturalKey,
-            },
-        ),
+        [one] => found(one, MatchedBy::NaturalKey),
         many => Lookup::Ambiguous(many.iter().map(|i| id_of(i)).collect()),
     }
 }

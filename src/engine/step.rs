@@ -167,6 +167,13 @@ impl FieldChange {
             want.clone()
         })
     }
+
+    /// The drift this change corrects, as people read it: `spec.field: 1 (service) vs 2 (spec)`
+    /// ([`shown_held`], [`shown`]).
+    pub fn drift(&self) -> String {
+        let (from, to) = (shown_held(&self.from), shown(&self.to));
+        format!("{}: {from} (service) vs {to} (spec)", self.field)
+    }
 }
 
 /// `value` as JSON: the plain values a step sends (strings, numbers, lists of them) always

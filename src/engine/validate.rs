@@ -273,19 +273,10 @@ pub fn check_domain(domain: &str) -> Result<(), String> {
     if labels.len() < 2 {
         return Err(format!("\"{domain}\" has a single label: {fix}"));
     }
-    for label in &labels {
-        let ok = !label.is_empty()
-            && label.len() <= 63
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !label.starts_with('-')
-            && !label.ends_with('-');
-        if !ok {
-            return Err(format!(
-                "\"{domain}\" has an invalid label \"{label}\": {fix}"
-            ));
-        }
+    if let Some(label) = labels.iter().find(|l| !is_dns1123_label(l)) {
+        return Err(format!(
+            "\"{domain}\" has an invalid label \"{label}\": {fix}"
+        ));
     }
     if labels
         .last()

@@ -16,7 +16,6 @@ use kube::core::{Selector, SelectorExt};
 use super::inside::Inside;
 use super::plan::{Entry, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
-use crate::engine::{shown, shown_held};
 use crate::manifest::Resource;
 
 /// Plan action of a paused resource.
@@ -71,17 +70,8 @@ pub(crate) fn apply(
 
 /// An `ObserveOnly` entry: the differences become notes, nothing is written.
 fn observe(e: &mut Entry) {
-    let mut notes: Vec<String> = e
-        .changes
-        .drain(..)
-        .map(|c| {
-            format!(
-                "{}: {} (service) vs {} (spec): not corrected (ObserveOnly)",
-                c.field,
-                shown_held(&c.from),
-                shown(&c.to)
-            )
-        })
+    let mut notes: Vec<String> = (e.changes.drain(..))
+        .map(|c| format!("{}: not corrected (ObserveOnly)", c.drift()))
         .collect();
     if e.action == "create" {
         notes.push("no API object matches; nothing is created (ObserveOnly)".into());

@@ -259,25 +259,9 @@ pub(crate) fn entry_of(loaded: &Loaded) -> Entry {
     }
 }
 
-/// Fills `e` from a kind's plan: `create` when no object matched, `update` when fields differ,
-/// else `unchanged`; every step `apply` may take.
-fn fill<K: ManagedKind>(e: &mut Entry, plan: &ResourcePlan<K>) {
-    let p = &plan.planned;
-    e.action = if p.found.is_none() {
-        "create"
-    } else if p.changes.is_empty() {
-        "unchanged"
-    } else {
-        "update"
-    };
-    e.id = p.found.map(|f| f.id);
-    e.matched_by = p.found.map(|f| f.matched_by);
-    e.changes = p.changes.clone();
-    e.notes = p.notes.clone();
-    e.steps = p.shown_steps();
-}
-
-/// The step of a resource planned by the driver, or its error in `e`.
+/// The step of a resource planned by the driver, filling `e` from it (`create` when no object
+/// matched, `update` when fields differ, else `unchanged`; every step `apply` may take), or its
+/// error in `e`.
 fn planned<K: ManagedKind>(
     e: &mut Entry,
     result: Result<ResourcePlan<K>, PlanError>,
@@ -285,7 +269,17 @@ fn planned<K: ManagedKind>(
 ) -> Result<Step, ApiError> {
     match result {
         Ok(plan) => {
-            fill(e, &plan);
+            let p = &plan.planned;
+            e.action = match (p.found, p.changes.is_empty()) {
+                (None, _) => "create",
+                (Some(_), true) => "unchanged",
+                (Some(_), false) => "update",
+            };
+            e.id = p.found.map(|f| f.id);
+            e.matched_by = p.found.map(|f| f.matched_by);
+            e.changes = p.changes.clone();
+            e.notes = p.notes.clone();
+            e.steps = p.shown_steps();
             Ok(step(plan))
         }
         Err(PlanError::Blocked(message)) => {

@@ -235,13 +235,15 @@ impl ManagedKind for SubAccount {
 
     /// The first key's value, from the sub account's keys (a read lists them with their values).
     fn exports(d: &Desired, detail: &SubAccountDetail) -> Result<Vec<Export>, String> {
-        let (Some(key), Some(name)) = (&d.initial_key, initial_key_name(d)) else {
+        // The first key is the credential, which validation keeps named as spec.apiKey.name.
+        let Some(key) = &d.initial_key else {
             return Ok(Vec::new());
         };
+        let name = &d.credential_key;
         match detail
             .api_keys
             .iter()
-            .find(|k| natural_key::same_key_name(&k.name, &name))
+            .find(|k| natural_key::same_key_name(&k.name, name))
         {
             Some(k) => Ok(vec![Export {
                 secret_name: key.secret_name.clone(),
@@ -343,12 +345,6 @@ fn create_request(d: &Desired) -> CreateSubAccount {
         req.allowed_ips = (!key.allowed_ips.is_empty()).then(|| key.allowed_ips.join(","));
     }
     req
-}
-
-/// The name of the first key in the service, when the spec asks for one (`spec.apiKey`): the
-/// credential's, which validation keeps equal to `spec.apiKey.name`, else the sub account name.
-pub fn initial_key_name(d: &Desired) -> Option<String> {
-    d.initial_key.as_ref().map(|_| d.credential_key.clone())
 }
 
 #[cfg(test)]

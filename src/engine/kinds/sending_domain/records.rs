@@ -7,28 +7,30 @@ use crate::crd::DnsRecord;
 
 /// The three DNS records of a domain detail, in the order SPF, DKIM, tracking CNAME.
 pub fn dns_records(d: &SendingDomainDetail) -> Vec<DnsRecord> {
+    let record =
+        |purpose: &str, type_: &str, hostname: &String, value: &String, verified| DnsRecord {
+            purpose: purpose.into(),
+            type_: type_.into(),
+            hostname: hostname.clone(),
+            value: value.clone(),
+            verified,
+        };
     vec![
-        DnsRecord {
-            purpose: "spf".into(),
-            type_: "TXT".into(),
-            hostname: d.spf_hostname.clone(),
-            value: d.spf_value.clone(),
-            verified: d.spf_verified,
-        },
-        DnsRecord {
-            purpose: "dkim".into(),
-            type_: "TXT".into(),
-            hostname: d.dkim_hostname.clone(),
-            value: d.dkim_value.clone(),
-            verified: d.dkim_verified,
-        },
-        DnsRecord {
-            purpose: "tracking".into(),
-            type_: "CNAME".into(),
-            hostname: d.cname_hostname.clone(),
-            value: d.cname_value.clone(),
-            verified: d.cname_verified,
-        },
+        record("spf", "TXT", &d.spf_hostname, &d.spf_value, d.spf_verified),
+        record(
+            "dkim",
+            "TXT",
+            &d.dkim_hostname,
+            &d.dkim_value,
+            d.dkim_verified,
+        ),
+        record(
+            "tracking",
+            "CNAME",
+            &d.cname_hostname,
+            &d.cname_value,
+            d.cname_verified,
+        ),
     ]
 }
 
