@@ -14,6 +14,7 @@ use crate::api::{
     ApiError, ApiKeyListItem, Client, ListApiKeysQuery, ListSendingDomainsQuery,
     ListSubAccountsQuery, SendingDomainListItem, SubAccountDetail, SubAccountListItem,
 };
+use crate::controller::common::Locked;
 use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::engine::ManagedKind;
 
@@ -66,9 +67,7 @@ impl<T: Clone> CachedList<T> {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ListState<T>> {
         // A poisoned lock only means a reconcile panicked mid-update; the items stay usable.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.locked()
     }
 
     fn fresh(&self, max_age: Duration) -> bool {
@@ -219,11 +218,7 @@ impl AccountCache {
     /// made with it). The key list is read again at its next use (once per refusal): a
     /// credential deleted at the service is then missing rather than refused.
     pub fn refuse_credential(&self, key_id: i64) {
-        let first = self
-            .refused_credentials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key_id);
+        let first = self.refused_credentials.locked().insert(key_id);
         // Once per refusal, however many resources inside the sub account met it.
         if first {
             self.api_keys.invalidate();
@@ -232,18 +227,12 @@ impl AccountCache {
 
     /// Whether the service refused credential `key_id` since it was last found accepted.
     pub fn credential_refused(&self, key_id: i64) -> bool {
-        self.refused_credentials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&key_id)
+        self.refused_credentials.locked().contains(&key_id)
     }
 
     /// Records that the service accepts credential `key_id` again.
     pub fn accept_credential(&self, key_id: i64) {
-        self.refused_credentials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&key_id);
+        self.refused_credentials.locked().remove(&key_id);
     }
 
     /// The account's client.

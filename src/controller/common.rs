@@ -9,12 +9,43 @@ use futures::task::AtomicWaker;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 
 use super::context::Context;
 use super::error::{Error, Result};
 use super::status::Outcome;
 use crate::api::ApiError;
+
+/// A mutex's guard, also when a thread panicked while holding it (the state it guards stays
+/// usable: each holder leaves it consistent between statements).
+pub trait Locked<T> {
+    /// The guard, poisoned or not.
+    fn locked(&self) -> std::sync::MutexGuard<'_, T>;
+}
+
+impl<T> Locked<T> for Mutex<T> {
+    fn locked(&self) -> std::sync::MutexGuard<'_, T> {
+        self.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A function answering, at each call, a future that resolves once `stop` has resolved (at
+/// once when it has already): one shutdown signal for any number of listeners.
+pub fn stop_signal(
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + Sync>> + Clone + Send + Sync + 'static
+{
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop.await;
+        let _ = tx.send(true);
+    });
+    move || {
+        let mut rx = rx.clone();
+        Box::pin(async move {
+            let _ = rx.wait_for(|v| *v).await;
+        })
+    }
+}
 
 /// `stream` until `stop` resolves: the stream, with the reflector writer it owns, is then
 /// dropped at once, polled or not, and ends. kube-runtime holds a controller's runner until its
@@ -33,7 +64,7 @@ where
     tokio::spawn(async move {
         stop.await;
         if let Some(slot) = dropper.upgrade() {
-            let stream = slot.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let stream = slot.0.locked().take();
             drop(stream);
             // Whoever polls the stream now learns that it ended (the dropped stream can no
             // longer wake it).
@@ -42,7 +73,7 @@ where
     });
     futures::stream::poll_fn(move |cx| {
         slot.1.register(cx.waker());
-        match slot.0.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        match slot.0.locked().as_mut() {
             Some(stream) => stream.as_mut().poll_next(cx),
             None => std::task::Poll::Ready(None),
         }
@@ -130,24 +161,5 @@ pub fn error_policy<K: ResourceExt>(obj: Arc<K>, error: &Error, ctx: Arc<Context
         Action::await_change()
     } else {
         Action::requeue(ctx.resync_delay())
-    }
-}
-
-/// Publishes a Warning event for a failed outcome.
-pub async fn warn_event<K: kube::Resource<DynamicType = ()>>(
-    ctx: &Context,
-    obj: &K,
-    outcome: &Outcome,
-) {
-    if let Outcome::Stalled { reason, message } | Outcome::Progressing { reason, message } = outcome
-    {
-        ctx.event(
-            obj,
-            EventType::Warning,
-            reason,
-            "Reconcile",
-            message.clone(),
-        )
-        .await;
     }
 }

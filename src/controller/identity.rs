@@ -13,10 +13,10 @@
 //!   operator's `--default-adoption-policy`).
 
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::json;
 
-use super::context::{Context, FIELD_MANAGER};
+use super::context::Context;
 use super::find::Query;
 use super::namespaces::Watchable;
 use super::revision::Revision;
@@ -107,21 +107,12 @@ async fn patch_annotations<K: Watchable>(
     annotations: serde_json::Value,
     revision: &Revision,
 ) -> Result<(), kube::Error> {
-    let mut patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "metadata": { "annotations": annotations },
-    });
-    revision.stamp(&mut patch);
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    let written = Api::<K>::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default())
-        .patch(&obj.name_any(), &params, &Patch::Merge(patch))
-        .await?;
-    revision.advance(&written);
-    Ok(())
+    let api = Api::<K>::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
+    let body = json!({ "metadata": { "annotations": annotations } });
+    revision
+        .merge(&api, &obj.name_any(), body)
+        .await
+        .map(|_| ())
 }
 
 /// Marks a create of `obj`'s API object as in flight (before the POST), and forgets the

@@ -39,6 +39,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use crate::api::WriteGate;
+use crate::controller::common::Locked;
 
 /// Whether, and until when, this replica may write: the deadline the last successful renewal
 /// gave (closed before the Lease is held and after it is lost). Cheap to clone; clones share it.
@@ -57,13 +58,13 @@ impl LeaderGate {
     }
 
     fn set(&self, until: Option<Instant>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = until;
+        *self.0.locked() = until;
     }
 }
 
 impl WriteGate for LeaderGate {
     fn writable_until(&self) -> Option<Instant> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+        *self.0.locked()
     }
 }
 
@@ -363,14 +364,8 @@ impl Elector {
                 lease_transitions: Some(0),
                 ..LeaseSpec::default()
             });
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(created) => {
-                    self.remember(&created);
-                    Ok(Try::Held(sent))
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Conflict),
-                Err(e) => Err(e),
-            };
+            let created = self.api.create(&PostParams::default(), &lease).await;
+            return self.held(created, sent);
         };
         let spec = lease.spec.clone().unwrap_or_default();
         self.observe(spec.clone());
@@ -399,12 +394,21 @@ impl Elector {
         next.holder_identity = Some(me);
         next.lease_duration_seconds = Some(self.settings.lease_seconds());
         next.renew_time = Some(now);
-        match self
-            .write(lease.metadata.resource_version.take(), &next)
-            .await
-        {
-            Ok(written) => {
-                self.remember(&written);
+        let written = self.write(lease.metadata.resource_version.take(), &next);
+        let written = written.await;
+        self.held(written, sent)
+    }
+
+    /// The try's result from the answer to its write of the Lease, sent at `sent`: held (the
+    /// Lease remembered), a conflict (409: another client wrote it first), or the error.
+    fn held(
+        &mut self,
+        written: Result<Lease, kube::Error>,
+        sent: Instant,
+    ) -> Result<Try, kube::Error> {
+        match written {
+            Ok(lease) => {
+                self.remember(&lease);
                 Ok(Try::Held(sent))
             }
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(Try::Conflict),
@@ -457,24 +461,15 @@ impl Elector {
 }
 
 /// Why the lead was lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Lost {
     /// Another replica holds the Lease.
+    #[error("another replica took the leader Lease")]
     TakenOver,
     /// No renewal succeeded before the renew deadline (the Kubernetes API unreachable or too
     /// slow).
+    #[error("the leader Lease could not be renewed before its renew deadline")]
     DeadlinePassed,
-}
-
-impl std::fmt::Display for Lost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Lost::TakenOver => "another replica took the leader Lease",
-            Lost::DeadlinePassed => {
-                "the leader Lease could not be renewed before its renew deadline"
-            }
-        })
-    }
 }
 
 #[cfg(test)]

@@ -10,26 +10,10 @@ use super::metrics::{ApiRequestMetrics, Metrics};
 use super::readiness::{self, Readiness, Role};
 use super::{Operator, RunArgs, Settings, server};
 use crate::api::Client as ApiClient;
-use crate::cli::{ApiArgs, CliError};
+use crate::cli::CliError;
 
 /// Longest wait for the release of the leader Lease at shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The service client configuration for `run`, counting requests into `metrics`, its writes
-/// gated by `gate` when set; the accounts' clients start from it too.
-fn api_config(
-    args: &ApiArgs,
-    metrics: Arc<Metrics>,
-    gate: Option<LeaderGate>,
-) -> Result<crate::api::ClientConfig, CliError> {
-    let mut config = args
-        .service_config()?
-        .with_observer(Arc::new(ApiRequestMetrics::new(metrics)));
-    if let Some(gate) = gate {
-        config = config.with_write_gate(Arc::new(gate));
-    }
-    Ok(config)
-}
 
 /// A future that resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
@@ -95,25 +79,23 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         Some(gate) => leader::gated_client(config, gate.clone()).map_err(kube_error)?,
         None => base.clone(),
     };
-    let api_config = api_config(&args.api, metrics.clone(), gate.clone())?;
+    // The service client counts requests into the metrics, its writes gated by the leader
+    // Lease when electing; the accounts' clients start from it too.
+    let mut api_config = (args.api.service_config()?)
+        .with_observer(Arc::new(ApiRequestMetrics::new(metrics.clone())));
+    if let Some(gate) = gate.clone() {
+        api_config = api_config.with_write_gate(Arc::new(gate));
+    }
     let api = ApiClient::new(api_config.clone())?;
     let identity = args.identity.clone().unwrap_or_else(|| {
         std::env::var("HOSTNAME")
             .unwrap_or_else(|_| format!("mailtarget-operator-{:08x}", rand::random::<u32>()))
     });
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|v| *v).await;
-        }
-    };
     let shutdown_timeout = args.shutdown_timeout;
-    tokio::spawn(async move {
+    let stopped = super::common::stop_signal(async move {
         shutdown_signal().await;
         tracing::info!("shutting down: reconciles in flight get {shutdown_timeout:?} to finish");
-        let _ = stop_tx.send(true);
     });
 
     let role = if args.leader_elect {

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::cache::CachedKind;
 use super::claims::{CONFLICTING_OWNER, Claimant, conflict_message};
-use super::common::{api_failure, measured, warn_event};
+use super::common::{api_failure, measured};
 use super::context::{Context, object_key, object_uid};
 use super::converge;
 use super::error::{Error, Result};
@@ -25,6 +25,7 @@ use super::status::{Outcome, set_conditions, write_status};
 use crate::api::ApiError;
 use crate::crd::FINALIZER;
 use crate::engine::{ManagedKind, ManagedStatus};
+use kube::runtime::events::EventType;
 
 /// What one converge step decided: the outcome for the conditions, the status to write, and
 /// when to look again (`None`: the default for the outcome).
@@ -88,8 +89,7 @@ impl<S: Clone> Failure<S> {
     /// change after a 400 and checks a 401 again at the next resync (credentials are fixed
     /// outside the resource; a short outage must not freeze it). The metric counts its category.
     pub fn api(e: ApiError, doing: &str, status: &S) -> Box<Self> {
-        let outcome = api_failure(&e, doing);
-        let recheck_at_resync = e.status() == Some(401);
+        let (outcome, recheck_at_resync) = (api_failure(&e, doing), e.status() == Some(401));
         Self::new(
             outcome,
             status.clone(),
@@ -103,8 +103,7 @@ impl<S: Clone> Failure<S> {
     /// `advice` replace the generic advice of [`super::common::api_failure`]. Other failures are
     /// returned unchanged.
     pub fn unauthorized_as(mut self: Box<Self>, reason: &'static str, advice: &str) -> Box<Self> {
-        let refused = matches!(&self.error, Some(Error::Api(e)) if e.status() == Some(401));
-        if let (true, Outcome::Stalled { message, .. }) = (refused, &self.outcome) {
+        if let (true, Outcome::Stalled { message, .. }) = (self.is_unauthorized(), &self.outcome) {
             let cause = message
                 .strip_suffix(super::common::UNAUTHORIZED_ADVICE)
                 .unwrap_or(message);
@@ -458,7 +457,10 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     }
     // Reported once the status holds it (a stale copy's outcome never is).
     if !outcome.is_ready() && !routine && status.conditions() != old.conditions() {
-        warn_event(ctx, obj, &outcome).await;
+        let (reason, message) = outcome.parts();
+        let message = message.to_string();
+        ctx.event(obj, EventType::Warning, reason, "Reconcile", message)
+            .await;
     }
     // The identity of the managed object lives in metadata (see `identity`): recorded once,
     // and after each create, where the same patch clears the pending marker. Written after the

@@ -25,6 +25,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::api::RequestObserver;
+use crate::controller::common::Locked;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReconcileLabels {
@@ -157,10 +158,7 @@ impl Metrics {
             return;
         }
         self.requests.get_or_create(&labels).inc();
-        let mut series = self
-            .account_series
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut series = self.account_series.locked();
         series
             .entry(labels.account.clone())
             .or_default()
@@ -170,10 +168,7 @@ impl Metrics {
     /// Stops reporting the requests of `account` (its object was deleted). A request of it
     /// still in flight reports it again.
     pub fn forget_account(&self, account: &str) {
-        let mut series = self
-            .account_series
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut series = self.account_series.locked();
         for labels in series.remove(account).unwrap_or_default() {
             self.requests.remove(&labels);
         }

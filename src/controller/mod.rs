@@ -221,17 +221,6 @@ impl Operator {
         self.synced.subscribe()
     }
 
-    /// The watch of kind `K` (this operator's namespaces and label selector) that fills
-    /// `writer`'s cache, with `managedFields` dropped: the operator never reads them, and every
-    /// write to a resource adds an entry, so they would be most of a cached object.
-    fn cached_watch<K: namespaces::Watchable>(
-        &self,
-        writer: reflector::store::Writer<K>,
-    ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K> {
-        let config = self.watcher_config();
-        self.watch_into(writer, &config)
-    }
-
     /// The watch of `K` with `config` over this operator's namespaces, filling `writer`.
     fn watch_into<K: namespaces::Watchable>(
         &self,
@@ -261,7 +250,14 @@ impl Operator {
         N: FnMut(&watcher::Result<watcher::Event<K>>) + Send + 'static,
         S: std::future::Future<Output = ()> + Send + Sync + 'static,
     {
-        let events = until_stopped(self.cached_watch(writer), stop())
+        // This operator's namespaces and label selector; `managedFields` dropped (see
+        // `namespaces`): the operator never reads them, and every write adds an entry.
+        let watch = watcher::Config::default().any_semantic();
+        let watch = match &self.label_selector {
+            Some(s) => watch.labels(s),
+            None => watch,
+        };
+        let events = until_stopped(self.watch_into(writer, &watch), stop())
             .inspect(note)
             .applied_objects()
             .predicate_filter(own_changes(), Default::default());
@@ -282,31 +278,13 @@ impl Operator {
             .boxed()
     }
 
-    fn watcher_config(&self) -> watcher::Config {
-        let config = watcher::Config::default().any_semantic();
-        match &self.label_selector {
-            Some(s) => config.labels(s),
-            None => config,
-        }
-    }
-
     /// Runs the three controllers until `shutdown` resolves (then they finish the reconciles in
     /// flight and stop).
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     ) {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = tx.send(true);
-        });
-        let stop = move || {
-            let mut rx = rx.clone();
-            async move {
-                let _ = rx.wait_for(|v| *v).await;
-            }
-        };
+        let stop = common::stop_signal(shutdown);
         let config = ControllerConfig::default().concurrency(self.concurrency);
         let secrets_config =
             watcher::Config::default().labels("app.kubernetes.io/managed-by=mailtarget-operator");

@@ -23,6 +23,7 @@ use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 use kube::{CustomResourceExt, Resource};
 
+use crate::controller::common::Locked;
 use crate::crd::{Account, ApiKey, ClusterAccount, SendingDomain, SubAccount};
 
 /// Time between two checks of the CRDs while they are not all established.
@@ -76,7 +77,7 @@ impl Readiness {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.locked()
     }
 
     /// Sets what this replica does.

@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::context::FIELD_MANAGER;
+use crate::controller::common::Locked;
 
 /// The version of its resource a reconcile writes over: the cached copy's, then each of its own
 /// writes'.
@@ -51,7 +52,7 @@ impl Revision {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Sets the precondition in `body`, a patch of the resource: its `metadata.resourceVersion`.
@@ -85,15 +86,32 @@ impl Revision {
         if self.lock().confirmed {
             return Ok(());
         }
-        let mut body = json!({"apiVersion": K::api_version(&()), "kind": K::kind(&())});
+        self.merge(api, name, json!({})).await.map(|_| ())
+    }
+
+    /// Merge-patches `body` (the fields to change; `{}` for none) into the resource `name` as the
+    /// operator's field manager, over the version this holds, and takes the version written.
+    ///
+    /// Errors: the Kubernetes API's (409 Conflict when the resource changed since that version:
+    /// nothing is written).
+    pub async fn merge<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        mut body: Value,
+    ) -> Result<K, kube::Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        if let Some(object) = body.as_object_mut() {
+            object.insert("apiVersion".into(), json!(K::api_version(&())));
+            object.insert("kind".into(), json!(K::kind(&())));
+        }
         self.stamp(&mut body);
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        let current = api.patch(name, &params, &Patch::Merge(body)).await?;
-        self.advance(&current);
-        Ok(())
+        let params = PatchParams::apply(FIELD_MANAGER);
+        let written = api.patch(name, &params, &Patch::Merge(body)).await?;
+        self.advance(&written);
+        Ok(written)
     }
 }
 

@@ -65,6 +65,15 @@ impl Outcome {
     pub fn is_ready(&self) -> bool {
         matches!(self, Outcome::Ready { .. })
     }
+
+    /// The reason and the message, whatever the outcome.
+    pub fn parts(&self) -> (&'static str, &str) {
+        match self {
+            Outcome::Ready { reason, message }
+            | Outcome::Progressing { reason, message }
+            | Outcome::Stalled { reason, message } => (reason, message),
+        }
+    }
 }
 
 /// Most characters of a condition message; a longer one is cut and ends with `…`. The messages
@@ -77,52 +86,32 @@ pub fn bounded_message(message: &str) -> String {
     crate::text::cut(message, MAX_CONDITION_MESSAGE_CHARS)
 }
 
-fn condition(
-    type_: &str,
-    status: &str,
-    reason: &str,
-    message: &str,
-    generation: Option<i64>,
-) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: bounded_message(message),
-        last_transition_time: conditions::now(),
-        observed_generation: generation,
-    }
-}
-
 /// Sets `Ready`, `Reconciling` and `Stalled` in `list` for `outcome`, keeping transition times
-/// of conditions whose status did not change.
+/// of conditions whose status did not change. Each carries the outcome's reason; the message
+/// only `Ready` and the one condition that is `True`.
 pub fn set_conditions(list: &mut Vec<Condition>, outcome: &Outcome, generation: Option<i64>) {
-    let (ready, reconciling, stalled, reason, message) = match outcome {
-        Outcome::Ready { reason, message } => (TRUE, FALSE, FALSE, *reason, message.as_str()),
-        Outcome::Progressing { reason, message } => (FALSE, TRUE, FALSE, *reason, message.as_str()),
-        Outcome::Stalled { reason, message } => (FALSE, FALSE, TRUE, *reason, message.as_str()),
+    let (reason, message) = outcome.parts();
+    let (ready, reconciling, stalled) = match outcome {
+        Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
+        Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),
+        Outcome::Stalled { .. } => (FALSE, FALSE, TRUE),
     };
-    conditions::set(list, condition(READY, ready, reason, message, generation));
-    conditions::set(
-        list,
-        condition(
-            RECONCILING,
-            reconciling,
-            reason,
-            if reconciling == TRUE { message } else { "" },
-            generation,
-        ),
-    );
-    conditions::set(
-        list,
-        condition(
-            STALLED,
-            stalled,
-            reason,
-            if stalled == TRUE { message } else { "" },
-            generation,
-        ),
-    );
+    for (type_, status) in [
+        (READY, ready),
+        (RECONCILING, reconciling),
+        (STALLED, stalled),
+    ] {
+        let shown = type_ == READY || status == TRUE;
+        let condition = Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: bounded_message(if shown { message } else { "" }),
+            last_transition_time: conditions::now(),
+            observed_generation: generation,
+        };
+        conditions::set(list, condition);
+    }
 }
 
 /// Writes `status` of `name` with a server-side apply of the status subresource as the
@@ -141,7 +130,11 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     S: Serialize,
 {
-    let mut patch = status_patch::<K, S>(status);
+    let mut patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
     revision.stamp(&mut patch);
     let written = api
         .patch_status(
@@ -152,14 +145,6 @@ where
         .await?;
     revision.advance(&written);
     Ok(written)
-}
-
-fn status_patch<K: Resource<DynamicType = ()>, S: Serialize>(status: &S) -> serde_json::Value {
-    json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": status,
-    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::registry::{AccountName, AccountRegistry};
 use super::usage::account_name;
+use crate::controller::common::Locked;
 
 /// The subscribers to account changes, one per managed kind's controller.
 #[derive(Default)]
@@ -32,11 +33,7 @@ impl AccountRegistry {
             + 'static,
     {
         let (tx, rx) = unbounded();
-        self.subscribers
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(tx);
+        self.subscribers.0.locked().push(tx);
         rx.flat_map(move |changed| {
             let refs: Vec<ObjectRef<K>> = store
                 .state()
@@ -52,7 +49,7 @@ impl AccountRegistry {
 
     /// Tells the subscribers that what `name` gives its resources changed.
     pub(super) fn changed(&self, name: &AccountName) {
-        let mut subscribers = self.subscribers.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut subscribers = self.subscribers.0.locked();
         subscribers.retain(|tx| tx.unbounded_send(name.clone()).is_ok());
     }
 }

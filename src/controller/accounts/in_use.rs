@@ -30,6 +30,7 @@ use kube::{Resource, ResourceExt};
 use super::registry::AccountName;
 use super::usage::account_name;
 use crate::controller::claims::{Claimant, Claims};
+use crate::controller::common::Locked;
 use crate::controller::context::Context;
 use crate::controller::error::Result;
 use crate::controller::namespaces::Watchable;
@@ -229,7 +230,7 @@ impl InUseTrigger {
     /// events before that start nothing, and the end of each kind's first list starts every
     /// Account then cached).
     pub(super) fn read_from(&self, store: kube::runtime::reflector::Store<Account>) {
-        *self.accounts.lock().unwrap_or_else(|p| p.into_inner()) = Some(store);
+        *self.accounts.locked() = Some(store);
     }
 
     /// Looks at one event of a managed kind's watch (see the type's documentation); the
@@ -239,7 +240,7 @@ impl InUseTrigger {
             Ok(watcher::Event::Apply(r)) => (r, false),
             Ok(watcher::Event::Delete(r)) => (r, true),
             Ok(watcher::Event::InitDone) => {
-                let accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
+                let accounts = self.accounts.locked();
                 for account in accounts.as_ref().map(|s| s.state()).unwrap_or_default() {
                     let _ = self
                         .tx
@@ -256,7 +257,7 @@ impl InUseTrigger {
             return;
         };
         let reference = ObjectRef::new(&name).within(&namespace);
-        let accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
+        let accounts = self.accounts.locked();
         let Some(account) = accounts.as_ref().and_then(|s| s.get(&reference)) else {
             return;
         };

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::check::Found;
 use super::registry::AccountName;
+use crate::controller::common::Locked;
 
 /// The last check of one account that made the authenticated read.
 #[derive(Clone, Debug)]
@@ -83,19 +84,19 @@ pub(super) struct CheckMemo(Mutex<HashMap<AccountName, LastCheck>>);
 impl CheckMemo {
     /// The last check of `name`, if it was of the object `uid`.
     pub fn get(&self, name: &AccountName, uid: &str) -> Option<LastCheck> {
-        let memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let memo = self.0.locked();
         memo.get(name).filter(|c| c.uid == uid).cloned()
     }
 
     /// Records the last check of `name`.
     pub fn record(&self, name: AccountName, check: LastCheck) {
-        let mut memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut memo = self.0.locked();
         memo.insert(name, check);
     }
 
     /// Forgets `name` (deleted, or its last check made no authenticated read).
     pub fn forget(&self, name: &AccountName) {
-        let mut memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut memo = self.0.locked();
         memo.remove(name);
     }
 }

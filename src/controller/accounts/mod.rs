@@ -188,11 +188,8 @@ async fn check_and_record<K: AccountObject>(obj: Arc<K>, ctx: &Arc<Context>) -> 
         read,
     } = checking;
 
-    let (reason, message) = match &outcome {
-        Outcome::Ready { reason, message }
-        | Outcome::Progressing { reason, message }
-        | Outcome::Stalled { reason, message } => (reason.to_string(), message.as_str()),
-    };
+    let (reason, message) = outcome.parts();
+    let reason = reason.to_string();
     // Logged when the outcome changes (messages hold names and the service's words, never a key).
     if previous.as_ref().map(|p| p.reason.as_str()) != Some(reason.as_str()) {
         if outcome.is_ready() {
@@ -605,8 +602,6 @@ where
         .graceful_shutdown_on(stop())
         .run(reconcile::<Account>, super::common::error_policy, ctx)
         .for_each(log_queue_error);
-    let cluster_controller = unless_never_listed(cluster_controller, clusters, stop());
-    let account_controller = unless_never_listed(account_controller, accounts, stop());
 
     tokio::join!(
         namespace_watch,
@@ -614,30 +609,6 @@ where
         cluster_controller,
         account_controller
     );
-}
-
-/// Runs `controller` until it ends, or until `stop` resolves while its cache has never been
-/// filled: kube-runtime holds a controller's runner until its cache is ready, so a controller
-/// whose kind is not served (its CRD not installed) would not end on `stop`. Otherwise the
-/// controller ends by itself after `stop` (graceful shutdown: checks in flight finish).
-async fn unless_never_listed<K>(
-    controller: impl std::future::Future<Output = ()>,
-    cache: reflector::Store<K>,
-    stop: impl std::future::Future<Output = ()>,
-) where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    let abandon = async move {
-        stop.await;
-        if registry::listed(Some(&cache)) {
-            futures::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        () = controller => {},
-        () = abandon => {},
-    }
 }
 
 /// Logs a watch failure the controller passed on (e.g. the account CRDs are not installed:

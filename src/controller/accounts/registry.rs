@@ -18,6 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::super::cache::AccountCache;
 use crate::api::{Client as ApiClient, ClientConfig};
+use crate::controller::common::Locked;
 use crate::crd::{Account, ClusterAccount, KeyScope};
 
 /// `Ready`'s reason in [`Resolved::NotReady`] before an account's first check, or while its
@@ -204,7 +205,7 @@ impl AccountRegistry {
         let Some(flags) = self.from_flags.as_ref().map(|s| s.client()) else {
             return;
         };
-        let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+        let mut warned = self.warned.locked();
         if !warned.insert(uid.to_owned()) {
             return;
         }

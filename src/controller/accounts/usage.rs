@@ -61,6 +61,27 @@ pub struct Refusal {
     pub stalled: bool,
 }
 
+impl Refusal {
+    /// A wait: `AccountNotReady`, reconciled again once the account is ready.
+    fn waiting(message: String) -> Self {
+        let (reason, stalled) = ("AccountNotReady", false);
+        Refusal {
+            reason,
+            message,
+            stalled,
+        }
+    }
+
+    /// A refusal only a change helps (`Stalled`).
+    fn stalled(reason: &'static str, message: String) -> Self {
+        Refusal {
+            reason,
+            message,
+            stalled: true,
+        }
+    }
+}
+
 /// What a resource asks of its account besides calling with it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Needs {
@@ -132,31 +153,19 @@ impl AccountRegistry {
         let handle = match self.resolve_checked(&name, needs.cleanup).await {
             Resolved::Ready(handle) => handle,
             Resolved::NotReady { reason } if reason == super::registry::DELETING => {
-                return Err(Refusal {
-                    reason: "AccountNotReady",
-                    message: format!(
-                        "{name} is being deleted (it waits for the resources that use it): nothing new is done through it. Delete this resource, or make it again naming another account"
-                    ),
-                    stalled: false,
-                });
+                return Err(Refusal::waiting(format!(
+                    "{name} is being deleted (it waits for the resources that use it): nothing new is done through it. Delete this resource, or make it again naming another account"
+                )));
             }
             Resolved::NotReady { reason } => {
-                return Err(Refusal {
-                    reason: "AccountNotReady",
-                    message: format!(
-                        "{name} is not ready ({reason}): see its status; reconciled again once it is"
-                    ),
-                    stalled: false,
-                });
+                return Err(Refusal::waiting(format!(
+                    "{name} is not ready ({reason}): see its status; reconciled again once it is"
+                )));
             }
             Resolved::NotFound => {
-                return Err(Refusal {
-                    reason: "AccountNotReady",
-                    message: format!(
-                        "{name} does not exist: create it, or name another account in spec.accountRef"
-                    ),
-                    stalled: false,
-                });
+                return Err(Refusal::waiting(format!(
+                    "{name} does not exist: create it, or name another account in spec.accountRef"
+                )));
             }
         };
         if needs.company_key && handle.scope != Some(KeyScope::Company) {
@@ -166,13 +175,12 @@ impl AccountRegistry {
                     "holds a key whose scope is unknown (declare spec.scope: Company on the account if it is a company key)"
                 }
             };
-            return Err(Refusal {
-                reason: "AccountScopeInsufficient",
-                message: format!(
+            return Err(Refusal::stalled(
+                "AccountScopeInsufficient",
+                format!(
                     "{name} {what}; a SubAccount needs a company account's key. Name a company account in spec.accountRef"
                 ),
-                stalled: true,
-            });
+            ));
         }
         let may_adopt = match &cluster_object {
             Some(account) => self.namespace_may_adopt(account, namespace),
@@ -180,13 +188,12 @@ impl AccountRegistry {
             None => true,
         };
         if needs.adoption && !may_adopt {
-            return Err(Refusal {
-                reason: "AdoptionNotAllowed",
-                message: format!(
+            return Err(Refusal::stalled(
+                "AdoptionNotAllowed",
+                format!(
                     "{name} does not let resources of namespace \"{namespace}\" adopt existing objects (its spec.adoptionNamespaceSelector); nothing is called. Remove the mailtarget.co/adoption-policy and mailtarget.co/external-id annotations to create a new object, or ask the platform team"
                 ),
-                stalled: true,
-            });
+            ));
         }
         Ok(Usage {
             name,
@@ -241,21 +248,13 @@ impl AccountRegistry {
         let has_selector = account.spec.namespace_selector.is_some()
             || account.spec.adoption_namespace_selector.is_some();
         if has_selector && !self.namespace_cached(namespace) {
-            return Some(Refusal {
-                reason: "AccountNotReady",
-                message: format!(
-                    "namespace \"{namespace}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
-                ),
-                stalled: false,
-            });
+            return Some(Refusal::waiting(format!(
+                "namespace \"{namespace}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
+            )));
         }
-        (!self.namespace_may_use(account, namespace)).then(|| Refusal {
-            reason: "AccountNotAllowed",
-            message: format!(
+        (!self.namespace_may_use(account, namespace)).then(|| Refusal::stalled("AccountNotAllowed", format!(
                 "{name} does not allow resources of namespace \"{namespace}\" (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
-            ),
-            stalled: true,
-        })
+            )))
     }
 
     /// [`AccountRegistry::resolve`], waiting (at most [`FIRST_LIST_WAIT`]) while the account
