@@ -249,6 +249,23 @@ impl AccountCache {
             .await?;
         Ok(list)
     }
+
+    /// Kind `K`'s list as [`Self::fresh`] reads it, read once more when `doubt` holds on a list
+    /// older than `since` (see [`CachedList::doubt`]): a verdict on it is then confirmed on a
+    /// list at least that new.
+    ///
+    /// Errors: the list call's error.
+    pub async fn confirmed<K: CachedKind>(
+        &self,
+        since: Instant,
+        doubt: impl FnOnce(&[K::Item]) -> bool,
+    ) -> Result<&CachedList<K::Item>, ApiError> {
+        let list = self.fresh::<K>().await?;
+        match list.doubt(since, doubt) {
+            true => self.fresh::<K>().await,
+            false => Ok(list),
+        }
+    }
 }
 
 /// A kind whose objects the cache lists.

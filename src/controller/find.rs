@@ -31,16 +31,23 @@ pub(super) fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant
     match (recorded, created) {
         // A create may have happened after any list read so far.
         _ if identity::is_pending(obj) => now,
-        (None, Some(created)) => {
-            let age = std::time::SystemTime::now()
-                .duration_since(std::time::SystemTime::from(created.0))
-                .unwrap_or_default();
-            now.checked_sub(age.saturating_sub(CREATION_MARGIN))
-                .unwrap_or(now)
-                .min(now)
-        }
+        (None, Some(created)) => instant_of(created, CREATION_MARGIN),
         _ => now,
     }
+}
+
+/// The moment `margin` after the Kubernetes timestamp `at`, as an [`Instant`] (now at the
+/// latest).
+fn instant_of(
+    at: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    margin: Duration,
+) -> Instant {
+    let now = Instant::now();
+    let age = (std::time::SystemTime::now().duration_since(std::time::SystemTime::from(at.0)))
+        .unwrap_or_default();
+    now.checked_sub(age.saturating_sub(margin))
+        .unwrap_or(now)
+        .min(now)
 }
 
 /// The moment `obj`'s deletion began (its `deletionTimestamp`), as an [`Instant`]: a list read
@@ -48,35 +55,19 @@ pub(super) fn newer_than<K: Resource>(obj: &K, recorded: Option<i64>) -> Instant
 /// whole seconds, so the moment is taken one second later (a list of that second is not
 /// trusted). Now when unknown.
 pub(super) fn deletion_began<K: Resource>(obj: &K) -> Instant {
-    let now = Instant::now();
-    let Some(began) = obj.meta().deletion_timestamp.as_ref() else {
-        return now;
-    };
-    let age = std::time::SystemTime::now()
-        .duration_since(std::time::SystemTime::from(began.0))
-        .unwrap_or_default();
-    now.checked_sub(age.saturating_sub(std::time::Duration::from_secs(1)))
-        .unwrap_or(now)
-        .min(now)
+    let began = obj.meta().deletion_timestamp.as_ref();
+    began.map_or_else(Instant::now, |t| instant_of(t, Duration::from_secs(1)))
 }
 
-/// What a lookup in a list concluded.
-enum Verdict<T> {
-    Match(T, Found),
-    Missing,
-    Blocked(&'static str, String),
-}
+/// What a lookup in a list concluded: the match, if any, or why it stops the resource (reason
+/// and message).
+type Verdict<T> = Result<Option<(T, Found)>, (&'static str, String)>;
 
-impl<T: Clone> Verdict<T> {
-    fn of(lookup: Lookup<'_, T>, noun: &str, key: &str) -> Self {
-        match lookup {
-            Lookup::Found(item, how) => Verdict::Match(item.clone(), how),
-            Lookup::Missing => Verdict::Missing,
-            other => {
-                let (reason, message) = other.blocked(noun, key).unwrap_or_default();
-                Verdict::Blocked(reason, message)
-            }
-        }
+fn verdict_of<T: Clone>(lookup: Lookup<'_, T>, noun: &str, key: &str) -> Verdict<T> {
+    match lookup {
+        Lookup::Found(item, how) => Ok(Some((item.clone(), how))),
+        Lookup::Missing => Ok(None),
+        other => Err(other.blocked(noun, key).unwrap_or_default()),
     }
 }
 
@@ -121,37 +112,30 @@ pub async fn find_managed<K: Managed>(
     desired: &K::Desired,
     query: Query<'_>,
 ) -> Result<Option<(K::Item, Found)>, Box<Failure<K::Status>>> {
-    let fresh = || service.fresh::<K>();
     let doing = format!("listing {}s", K::NOUN);
     let external_id = obj.external_id();
     let since = newer_than(obj, old.id());
     // The lists are read with the account's own key, wherever the resource is placed.
     let failed = |e| Failure::api(e, &doing, old).by_account_key();
-    let list = fresh().await.map_err(failed)?;
     // A verdict other than a match on a list read before the reconcile began is confirmed
     // against a newer one: no match (a create follows, and the object may have been created
     // moments ago, after the cached list was read), several matches, or an unknown external id
     // (verdicts that stop the resource).
-    let list = if list.doubt(since, |items| {
-        !matches!(
-            K::lookup(desired, external_id, old.id(), items),
-            Lookup::Found(..)
-        )
-    }) {
-        fresh().await.map_err(failed)?
-    } else {
-        list
+    let unmatched = |items: &[K::Item]| {
+        let lookup = K::lookup(desired, external_id, old.id(), items);
+        !matches!(lookup, Lookup::Found(..))
     };
+    let list = service
+        .confirmed::<K>(since, unmatched)
+        .await
+        .map_err(failed)?;
     // The id status records is the resource's own unless an ObserveOnly reconcile recorded it
     // (observing is not owning: switching to Full then needs an adoption policy).
     let owned = old.owned_id();
     let verdict = |external_id| {
         list.read(|items| {
-            Verdict::of(
-                K::lookup(desired, external_id, old.id(), items),
-                K::NOUN,
-                query.key,
-            )
+            let lookup = K::lookup(desired, external_id, old.id(), items);
+            verdict_of(lookup, K::NOUN, query.key)
         })
     };
     let first = verdict(external_id);
@@ -159,7 +143,7 @@ pub async fn find_managed<K: Managed>(
     // place): read it before anything else. Not when the external-id annotation names another
     // object: the user chose that one.
     let verdict = match (owned, &first) {
-        (Some(id), Verdict::Match(_, how)) if how.id == id => first,
+        (Some(id), Ok(Some((_, how)))) if how.id == id => first,
         (Some(id), _) if external_id.is_none_or(|e| e == id) => {
             let read = match K::Detail::read(client, id).await {
                 Err(e) if e.is_not_found() => None,
@@ -167,26 +151,19 @@ pub async fn find_managed<K: Managed>(
             };
             match read.transpose() {
                 Err(e) => return Err(Failure::api(e, &format!("reading {} {id}", K::NOUN), old)),
-                Ok(Some(detail)) => Verdict::Match(
-                    K::Item::from(&detail),
-                    Found {
-                        id,
-                        matched_by: MatchedBy::StatusId,
-                    },
-                ),
+                Ok(Some(detail)) => {
+                    let matched_by = MatchedBy::StatusId;
+                    Ok(Some((K::Item::from(&detail), Found { id, matched_by })))
+                }
                 // Gone at the service: found again by natural key, or created again.
                 Ok(None) => verdict(None),
             }
         }
         _ => first,
     };
-    let found = match verdict {
-        Verdict::Match(item, how) => Some((item, how)),
-        Verdict::Missing => None,
-        // Fixed by an annotation (external-id) or at the service: checked again at resync and on
-        // any change of the resource, not only a spec change.
-        Verdict::Blocked(reason, message) => return Err(Failure::blocked(reason, message, old)),
-    };
+    // Fixed by an annotation (external-id) or at the service: checked again at resync and on
+    // any change of the resource, not only a spec change.
+    let found = verdict.map_err(|(reason, message)| Failure::blocked(reason, message, old))?;
     if !obj.writes() {
         return Ok(found);
     }
@@ -195,11 +172,10 @@ pub async fn find_managed<K: Managed>(
             // A rename into a name another object holds: confirmed on a list read since the
             // reconcile began (the holder may have been renamed meanwhile), then refused.
             let taken = |items: &[K::Item]| driver::rename_taken::<K>(desired, how.id, items);
-            let list = if list.doubt(since, |items| taken(items).is_some()) {
-                fresh().await.map_err(failed)?
-            } else {
-                list
-            };
+            let list = (service
+                .confirmed::<K>(since, |items| taken(items).is_some())
+                .await)
+                .map_err(failed)?;
             if let Some(message) = list.read(taken) {
                 return Err(Failure::blocked("AlreadyExists", message, old));
             }

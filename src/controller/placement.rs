@@ -219,13 +219,8 @@ pub async fn find_credential(
     let name = placement::credential_key_name(sub);
     let find =
         |items: &[crate::api::ApiKeyListItem]| placement::credential(&name, id, items).cloned();
-    let keys = service.fresh::<ApiKey>().await?;
-    let keys = if keys.doubt(since, |items| find(items).is_err()) {
-        service.fresh::<ApiKey>().await?
-    } else {
-        keys
-    };
-    Ok(keys.read(find))
+    let keys = service.confirmed::<ApiKey>(since, |items| find(items).is_err());
+    Ok(keys.await?.read(find))
 }
 
 /// The client and sub account for the cleanup of `obj`: its sub account's credential when it can
