@@ -1067,3 +1067,36 @@ async fn deleting_namespaces_leaves_nothing_stuck() {
     assert_eq!(shop.status, "inactive", "the sub account is deactivated");
     env.stop().await;
 }
+
+/// A resource whose namespace reaches the operator's Namespace cache only after its reconcile
+/// looked for it there (the Namespace watch lagging) goes on as soon as the namespace arrives,
+/// not at the next resync: here the SubAccount it is placed in selects namespaces by label, and
+/// nothing else about the key or the SubAccount changes meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_late_in_the_cache_holds_nothing_up() {
+    use mailtarget_test_apiserver::RequestFilter;
+    let env = env().await;
+    namespace(&env, "platform", &[]).await;
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
+    create(
+        &subs,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: tenant-late, namespace: platform}\nspec:\n  name: tenant-late\n  allowedNamespaces:\n    matchLabels: {team: late}\n",
+    )
+    .await;
+    ready::<SubAccount>(&env, "platform", "tenant-late", "True", "Available").await;
+    // The operator's watch of Namespaces is cut off: the namespace made now is not in its cache.
+    let faults = env.server.faults();
+    faults.drop_connections(RequestFilter::path("/api/v1/namespaces?").with_method("GET"));
+    faults.drop_watches();
+    namespace(&env, "team-late", &[("team", "late")]).await;
+    let reference = "  subAccountRef: {name: tenant-late, namespace: platform}\n";
+    api_key(&env, "team-late", "app", reference).await;
+    let waiting = key_ready(&env, "team-late", "app", "False", "ReferenceNotReady").await;
+    assert!(
+        ready_message(&waiting).contains("not in the operator's cache yet"),
+        "{}",
+        ready_message(&waiting)
+    );
+    faults.clear_drops();
+    key_ready(&env, "team-late", "app", "True", "Available").await;
+}
