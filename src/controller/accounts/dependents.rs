@@ -3,6 +3,10 @@
 //! resource that names it is reconciled again, as cert-manager reconciles the Certificates of an
 //! Issuer that becomes ready. A resource waiting with `AccountNotReady` thus goes on as soon as
 //! its account is checked, not at its next resync.
+//!
+//! Likewise for a Namespace the operator's cache receives or sees changed: the resources of that
+//! namespace are reconciled again, so that one that waited for the namespace to reach the cache
+//! (to evaluate a selector on its labels) goes on at once.
 
 use std::sync::Mutex;
 
@@ -15,14 +19,22 @@ use super::registry::{AccountName, AccountRegistry};
 use super::usage::account_name;
 use crate::controller::common::Locked;
 
-/// The subscribers to account changes, one per managed kind's controller.
+/// What changed: an account, or a namespace (by name) in the operator's Namespace cache.
+#[derive(Clone, Debug)]
+pub(super) enum Changed {
+    Account(AccountName),
+    Namespace(String),
+}
+
+/// The subscribers to account and namespace changes, one per managed kind's controller.
 #[derive(Default)]
-pub(super) struct Subscribers(Mutex<Vec<UnboundedSender<AccountName>>>);
+pub(super) struct Subscribers(Mutex<Vec<UnboundedSender<Changed>>>);
 
 impl AccountRegistry {
-    /// The resources of `store` to reconcile again after each change of an account: those
-    /// whose `spec.accountRef` names it (read from `store` when the change comes). The stream
-    /// ends when the registry is dropped.
+    /// The resources of `store` to reconcile again after each change of an account (those
+    /// whose `spec.accountRef` names it) or of a namespace in the operator's cache (those of
+    /// that namespace), read from `store` when the change comes. The stream ends when the
+    /// registry is dropped.
     pub fn dependents<K>(&self, store: Store<K>) -> impl Stream<Item = ObjectRef<K>> + Send + use<K>
     where
         K: crate::engine::ManagedResource
@@ -39,7 +51,13 @@ impl AccountRegistry {
                 .state()
                 .iter()
                 .filter(|r| {
-                    account_name(&r.namespace().unwrap_or_default(), r.account_ref()) == changed
+                    let namespace = r.namespace().unwrap_or_default();
+                    match &changed {
+                        Changed::Account(name) => {
+                            account_name(&namespace, r.account_ref()) == *name
+                        }
+                        Changed::Namespace(name) => namespace == *name,
+                    }
                 })
                 .map(|r| ObjectRef::from_obj(r.as_ref()))
                 .collect();
@@ -47,9 +65,18 @@ impl AccountRegistry {
         })
     }
 
-    /// Tells the subscribers that what `name` gives its resources changed.
+    /// Tells the subscribers that what account `name` gives its resources changed.
     pub(super) fn changed(&self, name: &AccountName) {
+        self.tell(Changed::Account(name.clone()));
+    }
+
+    /// Tells the subscribers that the Namespace cache holds a new or changed namespace `name`.
+    pub(super) fn namespace_changed(&self, name: String) {
+        self.tell(Changed::Namespace(name));
+    }
+
+    fn tell(&self, change: Changed) {
         let mut subscribers = self.subscribers.0.locked();
-        subscribers.retain(|tx| tx.unbounded_send(name.clone()).is_ok());
+        subscribers.retain(|tx| tx.unbounded_send(change.clone()).is_ok());
     }
 }

@@ -482,9 +482,12 @@ where
     let config = ControllerConfig::default().concurrency(concurrency);
     let kube = ctx.kube.clone();
 
-    // Namespaces (metadata only), for ClusterAccounts' namespace selectors.
+    // Namespaces (metadata only), for the namespace selectors of ClusterAccounts and
+    // SubAccounts; a namespace the cache receives (or sees changed) once it holds it starts the
+    // reconciles of the resources in it, which may have waited for it (see `dependents`).
     let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
     let _ = registry.namespaces.set(namespaces);
+    let watched_registry = registry.clone();
     let namespace_watch = until_stopped(
         reflector(
             namespaces_writer,
@@ -496,7 +499,12 @@ where
         ),
         stop(),
     )
-    .for_each(|_| async {});
+    .for_each(move |event| {
+        if let Ok(watcher::Event::Apply(namespace)) = event {
+            watched_registry.namespace_changed(namespace.name_any());
+        }
+        async {}
+    });
 
     // ClusterAccounts, cluster-wide.
     let (clusters, clusters_writer) = reflector::store::<ClusterAccount>();
