@@ -188,8 +188,10 @@ impl SafeDir {
             let is_dir = rustix::fs::statat(&fd, *name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
                 rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
             });
+            if is_dir {
+                continue;
+            }
             match rustix::fs::unlinkat(&fd, *name, AtFlags::empty()) {
-                _ if is_dir => {}
                 Ok(()) => removed.push(path.join(name)),
                 Err(rustix::io::Errno::NOENT) => {}
                 Err(e) => return Err(io(&path.join(name), e)),

@@ -54,7 +54,18 @@ fn wrote_nothing(sim: &Simulator) -> bool {
 /// Runs the real binary with a bounded wait (asynchronously, so that an in-process simulator
 /// keeps serving meanwhile).
 async fn run_binary(args: &[&str], sim: Option<&Simulator>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
+    output(command(
+        env!("CARGO_BIN_EXE_mailtarget-operator"),
+        args,
+        sim,
+    ))
+    .await
+}
+
+/// `program` with `args` (the binary, or a shell that runs it), taking no key, address or
+/// default from the caller's environment: `sim`'s key and addresses when given.
+fn command(program: &str, args: &[&str], sim: Option<&Simulator>) -> Command {
+    let mut cmd = Command::new(program);
     cmd.args(args)
         .env_remove("MAILTARGET_API_KEY")
         .env_remove("MAILTARGET_API_KEY_FILE")
@@ -67,6 +78,11 @@ async fn run_binary(args: &[&str], sim: Option<&Simulator>) -> Output {
             .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url());
     }
     cmd.kill_on_drop(true);
+    cmd
+}
+
+/// What `cmd` printed and its exit status, once it ended (bounded wait).
+async fn output(mut cmd: Command) -> Output {
     tokio::time::timeout(Duration::from_secs(60), cmd.output())
         .await
         .expect("binary finished within 60 s")
@@ -887,19 +903,10 @@ async fn lost_answers_never_duplicate_in_the_cli() {
 /// Runs the binary with `stdin` as its standard input (bounded wait).
 async fn run_binary_with_stdin(args: &[&str], sim: &Simulator, stdin: &str) -> Output {
     use tokio::io::AsyncWriteExt;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailtarget-operator"));
-    cmd.args(args)
-        .env_remove("MAILTARGET_API_KEY_FILE")
-        .env_remove("MAILTARGET_CA_BUNDLE")
-        .env_remove("MAILTARGET_DEFAULT_ADOPTION_POLICY")
-        .env_remove("RUST_LOG")
-        .env("MAILTARGET_API_KEY", KEY)
-        .env("MAILTARGET_API_URL", sim.base_url())
-        .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url())
-        .stdin(std::process::Stdio::piped())
+    let mut cmd = command(env!("CARGO_BIN_EXE_mailtarget-operator"), args, Some(sim));
+    cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let mut input = child.stdin.take().unwrap();
     input.write_all(stdin.as_bytes()).await.unwrap();
@@ -2109,22 +2116,19 @@ async fn a_failed_secret_write_keeps_the_previous_value() {
     std::fs::write(&file, "previous-value").unwrap();
 
     // SIGXFSZ ignored (inherited through exec) turns the limit into EFBIG errors.
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", "trap '' XFSZ; ulimit -f 0; exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_mailtarget-operator"))
-        .args(["apply", "-f", keys, "--secrets-dir", d])
-        .env_remove("MAILTARGET_API_KEY_FILE")
-        .env_remove("MAILTARGET_CA_BUNDLE")
-        .env_remove("MAILTARGET_DEFAULT_ADOPTION_POLICY")
-        .env_remove("RUST_LOG")
-        .env("MAILTARGET_API_KEY", KEY)
-        .env("MAILTARGET_API_URL", sim.base_url())
-        .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("binary finished within 60 s")
-        .unwrap();
+    let script = "trap '' XFSZ; ulimit -f 0; exec \"$0\" \"$@\"";
+    let binary = env!("CARGO_BIN_EXE_mailtarget-operator");
+    let args = [
+        "-c",
+        script,
+        binary,
+        "apply",
+        "-f",
+        keys,
+        "--secrets-dir",
+        d,
+    ];
+    let out = output(command("sh", &args, Some(&sim))).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(
@@ -2428,20 +2432,9 @@ async fn account_keys_are_read_once_and_never_echoed() {
     assert!(shown.contains("NAME=@FILE"), "{shown}");
     assert!(!shown.contains("inline-secret-key"), "{shown}");
 
-    let mut cmd = Command::new("bash");
-    cmd.args([
-        "-c",
-        "\"$0\" plan -f \"$1\" --account billing=@<(printf billing-company-key)",
-        env!("CARGO_BIN_EXE_mailtarget-operator"),
-        file,
-    ])
-    .env_remove("MAILTARGET_API_KEY")
-    .env_remove("MAILTARGET_API_KEY_FILE")
-    .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("finished within 60 s")
-        .unwrap();
+    let script = "\"$0\" plan -f \"$1\" --account billing=@<(printf billing-company-key)";
+    let binary = env!("CARGO_BIN_EXE_mailtarget-operator");
+    let out = output(command("bash", &["-c", script, binary, file], None)).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(

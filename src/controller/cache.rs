@@ -65,13 +65,8 @@ impl<T: Clone> CachedList<T> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, ListState<T>> {
-        // A poisoned lock only means a reconcile panicked mid-update; the items stay usable.
-        self.state.locked()
-    }
-
     fn fresh(&self, max_age: Duration) -> bool {
-        let g = self.lock();
+        let g = self.state.locked();
         g.fetched_at.is_some_and(|t| {
             t.elapsed() < max_age && g.not_before.is_none_or(|not_before| t >= not_before)
         })
@@ -108,9 +103,9 @@ impl<T: Clone> CachedList<T> {
             return Ok(());
         }
         let started = Instant::now();
-        self.lock().pending = Some(Vec::new());
+        self.state.locked().pending = Some(Vec::new());
         let result = fetch().await;
-        let mut g = self.lock();
+        let mut g = self.state.locked();
         let pending = g.pending.take().unwrap_or_default();
         let mut items = result?;
         for change in pending {
@@ -129,14 +124,14 @@ impl<T: Clone> CachedList<T> {
 
     /// Runs `f` on the cached items.
     pub fn read<R>(&self, f: impl FnOnce(&[T]) -> R) -> R {
-        f(&self.lock().items)
+        f(&self.state.locked().items)
     }
 
     fn change(&self, change: LocalChange<T>)
     where
         T: Clone,
     {
-        let mut g = self.lock();
+        let mut g = self.state.locked();
         if let Some(pending) = g.pending.as_mut() {
             pending.push(match &change {
                 LocalChange::Upsert(item) => LocalChange::Upsert(item.clone()),
@@ -154,7 +149,7 @@ impl<T: Clone> CachedList<T> {
     /// later, or reuses one that another reader started after it. Resources doubting the same
     /// list (several stalled ones after a restart, say) thus share one fetch.
     pub fn doubt(&self, since: Instant, verdict: impl FnOnce(&[T]) -> bool) -> bool {
-        let mut g = self.lock();
+        let mut g = self.state.locked();
         if g.fetched_at.is_some_and(|t| t >= since) || !verdict(&g.items) {
             return false;
         }
@@ -178,7 +173,7 @@ impl<T: Clone> CachedList<T> {
     /// Marks the list stale so that the next reader fetches it again, and refuses any list
     /// whose fetch started before now (e.g. one under way while a create lost its answer).
     pub fn invalidate(&self) {
-        let mut g = self.lock();
+        let mut g = self.state.locked();
         g.fetched_at = None;
         g.not_before = Some(Instant::now());
     }

@@ -172,10 +172,11 @@ pub async fn find_managed<K: Managed>(
             // A rename into a name another object holds: confirmed on a list read since the
             // reconcile began (the holder may have been renamed meanwhile), then refused.
             let taken = |items: &[K::Item]| driver::rename_taken::<K>(desired, how.id, items);
-            let list = (service
-                .confirmed::<K>(since, |items| taken(items).is_some())
-                .await)
-                .map_err(failed)?;
+            // Doubted on the list already read (no read when it stands).
+            let list = match list.doubt(since, |items| taken(items).is_some()) {
+                true => service.fresh::<K>().await.map_err(failed)?,
+                false => list,
+            };
             if let Some(message) = list.read(taken) {
                 return Err(Failure::blocked("AlreadyExists", message, old));
             }

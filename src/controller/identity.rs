@@ -109,10 +109,7 @@ async fn patch_annotations<K: Watchable>(
 ) -> Result<(), kube::Error> {
     let api = Api::<K>::namespaced(ctx.kube.clone(), &obj.namespace().unwrap_or_default());
     let body = json!({ "metadata": { "annotations": annotations } });
-    revision
-        .merge(&api, &obj.name_any(), body)
-        .await
-        .map(|_| ())
+    revision.merge(&api, &obj.name_any(), body).await
 }
 
 /// Marks a create of `obj`'s API object as in flight (before the POST), and forgets the

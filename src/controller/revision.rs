@@ -51,13 +51,11 @@ impl Revision {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.locked()
-    }
-
     /// Sets the precondition in `body`, a patch of the resource: its `metadata.resourceVersion`.
     pub fn stamp(&self, body: &mut Value) {
-        if let (Some(version), Some(object)) = (self.lock().version.clone(), body.as_object_mut()) {
+        if let (Some(version), Some(object)) =
+            (self.state.locked().version.clone(), body.as_object_mut())
+        {
             let metadata = object.entry("metadata").or_insert_with(|| json!({}));
             if let Some(metadata) = metadata.as_object_mut() {
                 metadata.insert("resourceVersion".into(), json!(version));
@@ -67,7 +65,7 @@ impl Revision {
 
     /// Takes the version `written` has: a write stamped by [`Self::stamp`] succeeded.
     pub fn advance<K: Resource>(&self, written: &K) {
-        let mut state = self.lock();
+        let mut state = self.state.locked();
         state.version = written.meta().resource_version.clone();
         state.confirmed = true;
     }
@@ -83,10 +81,10 @@ impl Revision {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     {
-        if self.lock().confirmed {
+        if self.state.locked().confirmed {
             return Ok(());
         }
-        self.merge(api, name, json!({})).await.map(|_| ())
+        self.merge(api, name, json!({})).await
     }
 
     /// Merge-patches `body` (the fields to change; `{}` for none) into the resource `name` as the
@@ -99,7 +97,7 @@ impl Revision {
         api: &Api<K>,
         name: &str,
         mut body: Value,
-    ) -> Result<K, kube::Error>
+    ) -> Result<(), kube::Error>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     {
@@ -108,10 +106,11 @@ impl Revision {
             object.insert("kind".into(), json!(K::kind(&())));
         }
         self.stamp(&mut body);
+        // A merge patch: `apply` only names the field manager here.
         let params = PatchParams::apply(FIELD_MANAGER);
         let written = api.patch(name, &params, &Patch::Merge(body)).await?;
         self.advance(&written);
-        Ok(written)
+        Ok(())
     }
 }
 

@@ -71,7 +71,9 @@ fn deletion_inside<K: ManagedKind>(
 ) -> Result<ResourcePlan<K>, PlanError> {
     let mut d = driver::desired::<K>(r)?;
     let own = loaded.resource.namespace();
-    let placed = placed_in::<K>(r, own, K::natural_key(&d), subs).map_err(PlanError::Blocked)?;
+    // The company key deletes: the sub account's credential is not needed.
+    let placed = placed_in::<K>(r, (own, K::natural_key(&d)), subs, false);
+    let placed = placed.map_err(PlanError::Blocked)?;
     if let Some((sub, _)) = placed {
         let Some(id) = sub.inside.id else {
             let note = format!(
@@ -126,6 +128,10 @@ pub async fn run(
     plan: &OfflinePlan,
     secrets_dir: Option<&SafeDir>,
 ) -> ApplyReport {
+    if plan.has_errors() {
+        let outcomes = plan.entries.iter().map(not_run).collect();
+        return ApplyReport { outcomes };
+    }
     let ctx = super::apply::Ctx {
         client,
         secrets_dir: None,
@@ -141,7 +147,6 @@ pub async fn run(
     for i in order {
         let e = &plan.entries[i];
         let o = match &plan.steps[i] {
-            _ if plan.has_errors() => not_run(e),
             Step::SubAccount(p) => carry(&ctx, p, e, secrets_dir).await,
             Step::ApiKey(p) => carry(&ctx, p, e, secrets_dir).await,
             Step::SendingDomain(p) => carry(&ctx, p, e, secrets_dir).await,

@@ -98,7 +98,8 @@ fn nothing_inside_skipped_sub_accounts(
             continue;
         }
         entries[i].error = Some(format!(
-            "it is placed in SubAccount \"{}\", which is paused or ObserveOnly and does not exist",
+            "it is placed in SubAccount \"{}/{}\", which is paused or ObserveOnly and does not exist",
+            resources[*sub].namespace(),
             resources[*sub].name()
         ));
         steps[i] = Step::Invalid;

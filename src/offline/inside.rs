@@ -35,7 +35,7 @@ pub(crate) struct PlannedSubAccount {
     /// Its credential key's id, when it exists.
     credential_id: Option<i64>,
     /// Why its credential cannot be had (an existing sub account without a usable key).
-    pub credential_problem: Option<String>,
+    credential_problem: Option<String>,
 }
 
 impl PlannedSubAccount {
@@ -80,14 +80,15 @@ impl PlannedSubAccount {
 /// SubAccount.
 ///
 /// Errors, for people: the SubAccount is not among `subs` (not among the manifests, or its own
-/// plan failed); it does not let `own` place objects inside (`ReferenceNotAllowed`); `r` is, or
-/// names, the operator's credential there (`CredentialReserved`, see
+/// plan failed); it does not let `own` place objects inside (`ReferenceNotAllowed`); with
+/// `calls` (the resource's calls are to be made inside), its credential cannot be had; `r` is,
+/// or names, the operator's credential there (`CredentialReserved`, see
 /// [`placement::refuse_credential`]).
 pub(crate) fn placed_in<'a, K: ManagedKind>(
     r: &K::Resource,
-    own: &str,
-    name: &str,
+    (own, name): (&str, &str),
     subs: &'a [PlannedSubAccount],
+    calls: bool,
 ) -> Result<Option<(&'a PlannedSubAccount, Option<String>)>, String> {
     let Some(reference) = r.sub_account_ref() else {
         return Ok(None);
@@ -106,6 +107,9 @@ pub(crate) fn placed_in<'a, K: ManagedKind>(
     let selector = sub.resource.spec.allowed_namespaces.as_ref();
     let note = reference_allowed((namespace, &reference.name), selector, own)
         .map_err(|problem| format!("{}: {problem}", sub.shown()))?;
+    if let Some(problem) = sub.credential_problem.as_ref().filter(|_| calls) {
+        return Err(format!("{}: {problem}", sub.shown()));
+    }
     let credential = (sub.credential_id, sub.inside.credential_key.clone());
     let reserved = placement::reserved_for(&sub.resource, namespace, own, credential);
     if let Some(why) = placement::refuse_credential::<K>(reserved.as_ref(), name, r.external_id()) {

@@ -382,12 +382,7 @@ async fn plan_placed<K: ManagedKind>(
     };
     let external_id = r.external_id();
     let own = loaded.resource.namespace();
-    let (sub, note) = match placed_in::<K>(r, own, K::natural_key(&d), sub_accounts) {
-        Ok(Some((sub, _))) if sub.credential_problem.is_some() => {
-            let problem = sub.credential_problem.as_deref().unwrap_or_default();
-            e.error = Some(format!("{}: {problem}", sub.shown()));
-            return Ok((Step::Invalid, None));
-        }
+    let (sub, note) = match placed_in::<K>(r, (own, K::natural_key(&d)), sub_accounts, true) {
         Err(problem) => {
             e.error = Some(problem);
             return Ok((Step::Invalid, None));

@@ -4,9 +4,9 @@
 //! Issuer that becomes ready. A resource waiting with `AccountNotReady` thus goes on as soon as
 //! its account is checked, not at its next resync.
 //!
-//! Likewise for a Namespace the operator's cache receives or sees changed: the resources of that
-//! namespace are reconciled again, so that one that waited for the namespace to reach the cache
-//! (to evaluate a selector on its labels) goes on at once.
+//! Likewise for a Namespace the operator's cache receives or sees relabelled: the resources of
+//! that namespace are reconciled again, so that one that waited for the namespace to reach the
+//! cache (to evaluate a selector on its labels) goes on at once.
 
 use std::sync::Mutex;
 
@@ -70,7 +70,7 @@ impl AccountRegistry {
         self.tell(Changed::Account(name.clone()));
     }
 
-    /// Tells the subscribers that the Namespace cache holds a new or changed namespace `name`.
+    /// Tells the subscribers that the Namespace cache holds a new or relabelled namespace `name`.
     pub(super) fn namespace_changed(&self, name: String) {
         self.tell(Changed::Namespace(name));
     }

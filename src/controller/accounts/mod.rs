@@ -483,8 +483,8 @@ where
     let kube = ctx.kube.clone();
 
     // Namespaces (metadata only), for the namespace selectors of ClusterAccounts and
-    // SubAccounts; a namespace the cache receives (or sees changed) once it holds it starts the
-    // reconciles of the resources in it, which may have waited for it (see `dependents`).
+    // SubAccounts; a namespace the cache receives (or sees relabelled), once it holds it, starts
+    // the reconciles of the resources in it, which may have waited for it (see `dependents`).
     let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
     let _ = registry.namespaces.set(namespaces);
     let watched_registry = registry.clone();
@@ -499,8 +499,17 @@ where
         ),
         stop(),
     )
-    .for_each(move |event| {
-        if let Ok(watcher::Event::Apply(namespace)) = event {
+    // Watch events only (the first list is awaited before any decision), and only when the
+    // namespace is new or its labels changed: selectors read nothing else.
+    .filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Apply(namespace)) => Some(Ok::<_, watcher::Error>(namespace)),
+            _ => None,
+        }
+    })
+    .predicate_filter(predicates::labels, Default::default())
+    .for_each(move |namespace| {
+        if let Ok(namespace) = namespace {
             watched_registry.namespace_changed(namespace.name_any());
         }
         async {}
