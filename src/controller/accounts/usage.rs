@@ -361,4 +361,47 @@ mod tests {
         assert_eq!(reason("team-b"), Some(("AccountNotAllowed", true)));
         assert_eq!(reason("new-team"), Some(("AccountNotReady", false)));
     }
+
+    /// A reconcile waiting for the account caches' first lists is woken when they arrive, while
+    /// others wait for them too: kube-runtime's controller holds its runner on the same store,
+    /// and every `resolve` checks it in passing. (kube's `Store::wait_until_ready` wakes only
+    /// the last of its waiters: the reconcile then waited for its whole `FIRST_LIST_WAIT`.)
+    #[tokio::test]
+    async fn each_waiter_learns_of_the_first_lists() {
+        use kube::runtime::watcher::Event;
+        use std::sync::atomic::AtomicBool;
+        use std::task::{Context, Poll, Wake, Waker};
+        #[derive(Default)]
+        struct Woken(AtomicBool);
+        impl Wake for Woken {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
+        let (clusters, mut writer) =
+            kube::runtime::reflector::store::<crate::crd::ClusterAccount>();
+        let _ = registry.cluster_accounts.set(clusters.clone());
+
+        let reconcile = Arc::new(Woken::default());
+        let waker = Waker::from(reconcile.clone());
+        let mut first_lists = std::pin::pin!(registry.await_first_lists());
+        let mut cx = Context::from_waker(&waker);
+        assert!(first_lists.as_mut().poll(&mut cx).is_pending());
+        let controller = Arc::new(Woken::default());
+        let mut held = std::pin::pin!(clusters.wait_until_ready());
+        let controller_waker = Waker::from(controller.clone());
+        let _ = held
+            .as_mut()
+            .poll(&mut Context::from_waker(&controller_waker));
+        let _ = registry.resolve(&AccountName::default_account());
+
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(
+            reconcile.0.load(Ordering::SeqCst),
+            "the waiting reconcile is woken by the first list"
+        );
+        assert_eq!(first_lists.as_mut().poll(&mut cx), Poll::Ready(()));
+    }
 }
