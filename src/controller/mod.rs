@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod namespaces;
 pub mod placement;
 pub mod readiness;
+pub mod reflected;
 pub mod revision;
 pub mod secrets;
 pub mod server;
@@ -34,7 +35,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::{self, reflector};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::Client as ApiClient;
@@ -46,6 +47,7 @@ pub use error::{Error, Result};
 use futures::channel::mpsc::unbounded;
 pub use lifecycle::{run, run_elected, shutdown_signal};
 use metrics::Metrics;
+use reflected::{ReflectedWriter, reflected};
 use triggers::{own_changes, touched};
 
 /// Output format of the logs.
@@ -224,12 +226,12 @@ impl Operator {
     /// The watch of `K` with `config` over this operator's namespaces, filling `writer`.
     fn watch_into<K: namespaces::Watchable>(
         &self,
-        writer: reflector::store::Writer<K>,
+        writer: ReflectedWriter<K>,
         config: &watcher::Config,
     ) -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> + Send + use<K> {
         let events =
             namespaces::watch(&self.ctx.kube, &self.namespaces, config, writer.as_reader());
-        reflector(writer, events)
+        writer.reflect(events)
     }
 
     /// The controller of managed kind `K` over its cached watch (`writer` fills `store`):
@@ -239,7 +241,7 @@ impl Operator {
     /// flight.
     fn managed_controller<K, N, S>(
         &self,
-        (store, writer): (reflector::Store<K>, reflector::store::Writer<K>),
+        (store, writer): (reflector::Store<K>, ReflectedWriter<K>),
         note: N,
         triggers: Vec<triggers::Trigger<K>>,
         config: &ControllerConfig,
@@ -295,8 +297,8 @@ impl Operator {
         // a reconcile started by a deleted or altered Secret always sees it so (with separate
         // `owns` watches, it could run before this cache caught up, and leave the Secret
         // altered until the next resync).
-        let (secret_store, secret_writer) = reflector::store::<Secret>();
-        let _ = self.ctx.secret_cache.set(secret_store.clone());
+        let (secrets_listed, secret_writer) = reflected::<Secret>();
+        let _ = self.ctx.secret_cache.set(secrets_listed.store().clone());
         let (to_subs, subs_trigger) = unbounded();
         let (to_keys, keys_trigger) = unbounded();
         let (to_domains, domains_trigger) = unbounded();
@@ -317,9 +319,12 @@ impl Operator {
         // the Accounts its resources use when their in-use protection may change (see
         // `accounts::in_use`).
         let (in_use, in_use_starts) = accounts::in_use::InUseTrigger::channel();
-        let (subs_store, subs_writer) = reflector::store::<SubAccount>();
-        let (keys_store, keys_writer) = reflector::store::<ApiKey>();
-        let (domains_store, domains_writer) = reflector::store::<SendingDomain>();
+        let (subs_listed, subs_writer) = reflected::<SubAccount>();
+        let (keys_listed, keys_writer) = reflected::<ApiKey>();
+        let (domains_listed, domains_writer) = reflected::<SendingDomain>();
+        let subs_store = subs_listed.store().clone();
+        let keys_store = keys_listed.store().clone();
+        let domains_store = domains_listed.store().clone();
         let claims = &self.ctx.claims;
         let _ = claims.sub_accounts.set(subs_store.clone());
         let _ = claims.api_keys.set(keys_store.clone());
@@ -363,17 +368,18 @@ impl Operator {
             &stop,
         );
 
-        // Readiness: every cache holds its first list.
+        // Readiness: every cache holds its first list (see `reflected`: the controllers wait for
+        // their stores' too).
         let synced = {
             let synced = self.synced.clone();
             let mut stopped = Box::pin(stop());
             async move {
                 let all_filled = async {
-                    let _ = futures::join!(
-                        subs_store.wait_until_ready(),
-                        keys_store.wait_until_ready(),
-                        domains_store.wait_until_ready(),
-                        secret_store.wait_until_ready(),
+                    futures::join!(
+                        subs_listed.listed(),
+                        keys_listed.listed(),
+                        domains_listed.listed(),
+                        secrets_listed.listed(),
                     );
                 };
                 tokio::select! {

@@ -40,7 +40,6 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::{self, reflector};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 
@@ -50,6 +49,7 @@ pub use usage::{Needs, Refusal, Usage};
 use super::common::until_stopped;
 use super::context::Context;
 use super::error::Result;
+use super::reflected::reflected;
 use super::status::Outcome;
 use crate::crd::{Account, AccountKind, ClusterAccount};
 use registry::Checked;
@@ -485,12 +485,11 @@ where
     // Namespaces (metadata only), for the namespace selectors of ClusterAccounts and
     // SubAccounts; a namespace the cache receives (or sees relabelled), once it holds it, starts
     // the reconciles of the resources in it, which may have waited for it (see `dependents`).
-    let (namespaces, namespaces_writer) = reflector::store::<PartialObjectMeta<Namespace>>();
+    let (namespaces, namespaces_writer) = reflected::<PartialObjectMeta<Namespace>>();
     let _ = registry.namespaces.set(namespaces);
     let watched_registry = registry.clone();
     let namespace_watch = until_stopped(
-        reflector(
-            namespaces_writer,
+        namespaces_writer.reflect(
             watcher(
                 Api::<PartialObjectMeta<Namespace>>::all(kube.clone()),
                 watcher::Config::default(),
@@ -516,12 +515,12 @@ where
     });
 
     // ClusterAccounts, cluster-wide.
-    let (clusters, clusters_writer) = reflector::store::<ClusterAccount>();
-    let _ = registry.cluster_accounts.set(clusters.clone());
+    let (clusters_reflected, clusters_writer) = reflected::<ClusterAccount>();
+    let clusters = clusters_reflected.store().clone();
+    let _ = registry.cluster_accounts.set(clusters_reflected);
     let watched_ctx = ctx.clone();
     let cluster_events = until_stopped(
-        reflector(
-            clusters_writer,
+        clusters_writer.reflect(
             watcher(Api::<ClusterAccount>::all(kube.clone()), watcher::Config::default())
                 .default_backoff(),
         ),
@@ -553,8 +552,9 @@ where
     .predicate_filter(predicates::generation, Default::default());
 
     // Accounts, in the watched namespaces.
-    let (accounts, accounts_writer) = reflector::store::<Account>();
-    let _ = registry.accounts.set(accounts.clone());
+    let (accounts_reflected, accounts_writer) = reflected::<Account>();
+    let accounts = accounts_reflected.store().clone();
+    let _ = registry.accounts.set(accounts_reflected);
     in_use_trigger.read_from(accounts.clone());
     let watched_ctx = ctx.clone();
     let account_watch = super::namespaces::watch(
@@ -563,7 +563,7 @@ where
         &watcher::Config::default(),
         accounts_writer.as_reader(),
     );
-    let account_events = until_stopped(reflector(accounts_writer, account_watch), stop())
+    let account_events = until_stopped(accounts_writer.reflect(account_watch), stop())
         .inspect(move |e| {
             if let Ok(watcher::Event::Delete(obj)) = e {
                 forget(&watched_ctx, &obj.account_name());

@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::core::{PartialObjectMeta, Selector, SelectorExt};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
 use super::super::cache::AccountCache;
 use crate::api::{Client as ApiClient, ClientConfig};
 use crate::controller::common::Locked;
+use crate::controller::reflected::Reflected;
 use crate::crd::{Account, ClusterAccount, KeyScope};
 
 /// `Ready`'s reason in [`Resolved::NotReady`] before an account's first check, or while its
@@ -132,9 +133,9 @@ pub struct AccountRegistry {
     /// exists.
     from_flags: Option<Arc<AccountCache>>,
     checked: RwLock<HashMap<AccountName, Checked>>,
-    pub(super) cluster_accounts: OnceLock<Store<ClusterAccount>>,
-    pub(super) accounts: OnceLock<Store<Account>>,
-    pub(super) namespaces: OnceLock<Store<PartialObjectMeta<Namespace>>>,
+    pub(super) cluster_accounts: OnceLock<Reflected<ClusterAccount>>,
+    pub(super) accounts: OnceLock<Reflected<Account>>,
+    pub(super) namespaces: OnceLock<Reflected<PartialObjectMeta<Namespace>>>,
     /// The operator's own namespace (ClusterAccount Secrets live there).
     pub(super) operator_namespace: OnceLock<String>,
     /// Settings of every account's client besides key, addresses and budget: timeout, CA
@@ -426,13 +427,12 @@ impl AccountRegistry {
     }
 }
 
-/// True when `store` is unset (no account watch runs: every name is absent) or has listed.
-pub(super) fn listed<K: kube::Resource + Clone + 'static>(store: Option<&Store<K>>) -> bool
+/// True when `cache` is unset (no account watch runs: every name is absent) or has listed.
+pub(super) fn listed<K: kube::Resource + Clone + 'static>(cache: Option<&Reflected<K>>) -> bool
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    use futures::FutureExt;
-    store.is_none_or(|s| matches!(s.wait_until_ready().now_or_never(), Some(Ok(()))))
+    cache.is_none_or(Reflected::is_listed)
 }
 
 #[cfg(test)]
@@ -491,7 +491,8 @@ mod tests {
     fn namespace_selectors() {
         use kube::runtime::watcher::Event;
         let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
-        let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
+        let (store, mut writer) =
+            crate::controller::reflected::reflected::<PartialObjectMeta<Namespace>>();
         for (name, tenant) in [
             ("ops", None),
             ("team-a", Some("true")),

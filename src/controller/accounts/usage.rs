@@ -284,18 +284,15 @@ impl AccountRegistry {
         if self.first_lists_awaited.load(Ordering::Relaxed) {
             return;
         }
-        let clusters = self.cluster_accounts.get().cloned();
-        let accounts = self.accounts.get().cloned();
-        let namespaces = self.namespaces.get().cloned();
-        let both = async move {
-            if let Some(s) = clusters {
-                let _ = s.wait_until_ready().await;
+        let both = async {
+            if let Some(cache) = self.cluster_accounts.get() {
+                cache.listed().await;
             }
-            if let Some(s) = accounts {
-                let _ = s.wait_until_ready().await;
+            if let Some(cache) = self.accounts.get() {
+                cache.listed().await;
             }
-            if let Some(s) = namespaces {
-                let _ = s.wait_until_ready().await;
+            if let Some(cache) = self.namespaces.get() {
+                cache.listed().await;
             }
         };
         let _ = tokio::time::timeout(FIRST_LIST_WAIT, both).await;
@@ -336,7 +333,8 @@ mod tests {
         use kube::core::PartialObjectMeta;
         use kube::runtime::watcher::Event;
         let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
-        let (store, mut writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
+        let (store, mut writer) =
+            crate::controller::reflected::reflected::<PartialObjectMeta<Namespace>>();
         for (name, tenant) in [("team-a", "true"), ("team-b", "false")] {
             let mut meta = PartialObjectMeta::<Namespace>::default();
             meta.metadata.name = Some(name.into());
@@ -368,29 +366,20 @@ mod tests {
     /// the last of its waiters: the reconcile then waited for its whole `FIRST_LIST_WAIT`.)
     #[tokio::test]
     async fn each_waiter_learns_of_the_first_lists() {
+        use crate::controller::reflected::tests::Woken;
         use kube::runtime::watcher::Event;
-        use std::sync::atomic::AtomicBool;
-        use std::task::{Context, Poll, Wake, Waker};
-        #[derive(Default)]
-        struct Woken(AtomicBool);
-        impl Wake for Woken {
-            fn wake(self: Arc<Self>) {
-                self.0.store(true, Ordering::SeqCst);
-            }
-        }
+        use std::task::{Context, Poll};
         let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
         let (clusters, mut writer) =
-            kube::runtime::reflector::store::<crate::crd::ClusterAccount>();
+            crate::controller::reflected::reflected::<crate::crd::ClusterAccount>();
         let _ = registry.cluster_accounts.set(clusters.clone());
 
-        let reconcile = Arc::new(Woken::default());
-        let waker = Waker::from(reconcile.clone());
+        let (waker, reconcile) = Woken::waker();
         let mut first_lists = std::pin::pin!(registry.await_first_lists());
         let mut cx = Context::from_waker(&waker);
         assert!(first_lists.as_mut().poll(&mut cx).is_pending());
-        let controller = Arc::new(Woken::default());
+        let (controller_waker, controller) = Woken::waker();
         let mut held = std::pin::pin!(clusters.wait_until_ready());
-        let controller_waker = Waker::from(controller.clone());
         let _ = held
             .as_mut()
             .poll(&mut Context::from_waker(&controller_waker));
@@ -399,9 +388,10 @@ mod tests {
         writer.apply_watcher_event(&Event::Init);
         writer.apply_watcher_event(&Event::InitDone);
         assert!(
-            reconcile.0.load(Ordering::SeqCst),
+            reconcile.woken(),
             "the waiting reconcile is woken by the first list"
         );
+        assert!(controller.woken(), "kube's controller is woken too");
         assert_eq!(first_lists.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 }
