@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams};
 use mailtarget_operator::crd::{ANNOTATION_EXTERNAL_ID, ApiKey};
 use mailtarget_test_apiserver::RequestFilter;
 
-use crate::common::{WAIT, eventually};
+use crate::common::{WAIT, eventually, reconciles};
 use crate::harness::{Mix, Rig, assert_exactly, operator_client, ready_now, wait_all_ready};
 
 /// While 8 resources converge, the test API server answers 409 Conflict to status writes, 500
@@ -150,10 +150,18 @@ async fn a_stale_cached_copy_writes_nothing() {
     rig.stop_operator().await;
 
     // A new operator lists the key (its cache holds the current copy), then its watch of
-    // ApiKeys never answers.
+    // ApiKeys never answers. Its first reconcile ends before the key goes at the service: one
+    // that met the key in the list and not in the read after it would write its status
+    // (ExternalObjectGone), and with it the copy it holds would be stale before any create.
     let faults = rig.server.faults();
     faults.stall(RequestFilter::path("apikeys?&watch=true"));
+    let before_restart = reconciles(&rig.metrics, "ApiKey");
     rig.start_operator(Duration::from_millis(300));
+    let metrics = rig.metrics.clone();
+    eventually("the new operator's first reconcile", || {
+        reconciles(&metrics, "ApiKey") > before_restart
+    })
+    .await;
     operator_client(&rig.sim)
         .delete_api_key(old_id)
         .await
