@@ -326,9 +326,9 @@ impl Operator {
         let keys_store = keys_listed.store().clone();
         let domains_store = domains_listed.store().clone();
         let claims = &self.ctx.claims;
-        let _ = claims.sub_accounts.set(subs_store.clone());
-        let _ = claims.api_keys.set(keys_store.clone());
-        let _ = claims.sending_domains.set(domains_store.clone());
+        let _ = claims.sub_accounts.set(subs_listed.clone());
+        let _ = claims.api_keys.set(keys_listed.clone());
+        let _ = claims.sending_domains.set(domains_listed.clone());
         // Once the SubAccount cache holds a change (any change: a status that gets the sub
         // account's id too), the ApiKeys and SendingDomains that reference the sub account are
         // started: a resource waiting for its sub account's id always finds it in that cache
