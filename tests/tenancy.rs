@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Env, Options, create, ready_is, service_writes, wait_for, wait_secret_holds};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use mailtarget_operator::api::{CreateApiKey, CreateSubAccount};
 use mailtarget_operator::crd::{ApiKey, ClusterAccount, SendingDomain, SubAccount};
 use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
@@ -1099,4 +1099,62 @@ async fn a_namespace_late_in_the_cache_holds_nothing_up() {
     );
     faults.clear_drops();
     key_ready(&env, "team-late", "app", "True", "Available").await;
+}
+
+/// As above, when the namespace reaches the cache through a relist: the Namespace watch was
+/// away for longer than the API server keeps events, so its resumption is answered 410 Expired
+/// and the watch lists again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_relisted_late_holds_nothing_up() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use mailtarget_test_apiserver::RequestFilter;
+    const WINDOW: usize = 20;
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(300),
+        history_window: Some(WINDOW),
+        ..Default::default()
+    })
+    .await;
+    namespace(&env, "platform", &[]).await;
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
+    create(
+        &subs,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: tenant-late, namespace: platform}\nspec:\n  name: tenant-late\n  allowedNamespaces:\n    matchLabels: {team: late}\n",
+    )
+    .await;
+    ready::<SubAccount>(&env, "platform", "tenant-late", "True", "Available").await;
+    let faults = env.server.faults();
+    faults.drop_connections(RequestFilter::path("/api/v1/namespaces?").with_method("GET"));
+    faults.drop_watches();
+    namespace(&env, "team-late", &[("team", "late")]).await;
+    let reference = "  subAccountRef: {name: tenant-late, namespace: platform}\n";
+    api_key(&env, "team-late", "app", reference).await;
+    let waiting = key_ready(&env, "team-late", "app", "False", "ReferenceNotReady").await;
+    assert!(
+        ready_message(&waiting).contains("not in the operator's cache yet"),
+        "{}",
+        ready_message(&waiting)
+    );
+    // More changes than the server keeps: the watch cannot resume where it stopped.
+    let maps: Api<ConfigMap> = Api::namespaced(env.kube.clone(), "platform");
+    for i in 0..=WINDOW {
+        let mut map = ConfigMap::default();
+        map.metadata.name = Some(format!("filler-{i}"));
+        maps.create(&PostParams::default(), &map).await.unwrap();
+    }
+    let lists_before = namespace_lists(&env);
+    faults.clear_drops();
+    key_ready(&env, "team-late", "app", "True", "Available").await;
+    assert!(
+        namespace_lists(&env) > lists_before,
+        "the Namespace watch listed again"
+    );
+}
+
+/// Lists of Namespaces (not watches) the test API server answered so far.
+fn namespace_lists(env: &Env) -> usize {
+    (env.server.request_log().iter())
+        .filter(|r| r.method == "GET" && r.path_and_query.starts_with("/api/v1/namespaces?"))
+        .filter(|r| !r.path_and_query.contains("watch=true"))
+        .count()
 }

@@ -15,7 +15,7 @@ use mailtarget_operator::controller::metrics::Metrics;
 use mailtarget_operator::controller::{Operator, Settings};
 use mailtarget_operator::crd::generate::all_crds;
 use mailtarget_operator::simulator::{RequestRecord, Simulator, SimulatorConfig};
-use mailtarget_test_apiserver::TestApiServer;
+use mailtarget_test_apiserver::{ServerOptions, TestApiServer};
 use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 
@@ -46,6 +46,9 @@ pub struct Options {
     /// Install only the managed kinds' CRDs (SubAccount, ApiKey, SendingDomain), as a cluster
     /// upgraded with `helm upgrade` (which installs no new CRD) has them.
     pub only_managed_crds: bool,
+    /// The test API server's `ServerOptions::history_window` (how many change events a watch
+    /// may resume from); `None`: its default.
+    pub history_window: Option<usize>,
 }
 
 impl Default for Options {
@@ -55,6 +58,7 @@ impl Default for Options {
             resync: Duration::from_secs(3),
             detail_resync: None,
             only_managed_crds: false,
+            history_window: None,
         }
     }
 }
@@ -101,7 +105,11 @@ impl Env {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
-        let server = TestApiServer::start().await.unwrap();
+        let mut server_options = ServerOptions::default();
+        if let Some(window) = options.history_window {
+            server_options.history_window = window;
+        }
+        let server = TestApiServer::start_with(server_options).await.unwrap();
         let kube = server.client();
         if options.only_managed_crds {
             install(&kube, mailtarget_operator::crd::generate::managed_crds()).await;
