@@ -49,6 +49,10 @@ pub struct Entry {
     /// Why nothing can be done for this resource (action `error`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The resource may write into Secret directories holding the user's files, taking them
+    /// over: it is annotated `mailtarget.co/adoption-policy` (see [`super::secret_files`]).
+    #[serde(skip)]
+    pub takes_over_files: bool,
 }
 
 /// Counts of a plan or an apply; as JSON, see [`Summary::to_json`].

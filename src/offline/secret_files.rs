@@ -75,6 +75,7 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
         .zip(&plan.resources);
     for ((e, step), r) in rows.filter(|((e, s), _)| carried_out(e, s)) {
         let adopts = AdoptionPolicy::annotated(r.meta()).is_some();
+        e.takes_over_files = adopts;
         let users = "holds files not written for this resource by apply --secrets-dir";
         for (_, secret) in r.secret_names() {
             let problem = match place(dir, e, secret) {
@@ -186,5 +187,74 @@ pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, val
             o.result = "failed";
             o.entry.error = Some(e.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome() -> Outcome {
+        Outcome {
+            entry: Entry {
+                kind: "ApiKey",
+                namespace: "default".into(),
+                name: "ci".into(),
+                ..Entry::default()
+            },
+            result: "created",
+            ..Outcome::default()
+        }
+    }
+
+    /// Files the user puts into a Secret directory after the plan found it free (within one
+    /// run of `apply`) are not taken over: the resource fails naming the directory, and the
+    /// directory stays as the user left it, with no marker and no value written.
+    #[test]
+    fn user_files_put_there_after_the_plan_are_not_taken_over() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(root.path()).unwrap();
+        let secret = root.path().join("default/ci-key");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("notes"), "the user's").unwrap();
+
+        let mut o = outcome();
+        write(&dir, &mut o, "ci-key", "apiKey", &"k-1".to_string().into());
+        assert_eq!(o.result, "failed");
+        let error = o.entry.error.as_deref().unwrap_or_default();
+        assert!(error.contains("default/ci-key"), "{error}");
+        assert!(!error.contains("k-1"), "{error}");
+        let mut names: Vec<_> = std::fs::read_dir(&secret)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["notes"]);
+        assert!(o.secret_files.is_empty());
+    }
+
+    /// Under `mailtarget.co/adoption-policy` the user's files are taken over (the marker is
+    /// written beside them), as the plan said.
+    #[test]
+    fn user_files_are_taken_over_under_the_adoption_policy() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(root.path()).unwrap();
+        let secret = root.path().join("default/ci-key");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("notes"), "the user's").unwrap();
+
+        let mut o = outcome();
+        o.entry.takes_over_files = true;
+        write(&dir, &mut o, "ci-key", "apiKey", &"k-1".to_string().into());
+        assert_eq!(o.result, "created", "{:?}", o.entry.error);
+        assert_eq!(
+            std::fs::read_to_string(secret.join("apiKey")).unwrap(),
+            "k-1"
+        );
+        assert!(secret.join(MARKER).exists());
+        assert_eq!(
+            std::fs::read_to_string(secret.join("notes")).unwrap(),
+            "the user's"
+        );
     }
 }
