@@ -159,18 +159,26 @@ pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, refs: &[SecretRef]) {
 /// Writes `value` to `DIR/<namespace>/<secret>/<key>` with mode 0600, after the directory's
 /// marker unless it is there (see [`crate::files`]: no symbolic link below `DIR` followed, an
 /// older file replaced only once the new one is complete). A failure fails `o`, naming the
-/// path (never the value), and leaves the older file intact.
+/// path (never the value), and leaves the older file intact; so does a directory taken since
+/// the plan: marked for another resource, or holding the user's files while `o`'s resource
+/// does not take them over (`Entry::takes_over_files`).
 pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, value: &SecretString) {
     let namespace = o.entry.namespace.as_str();
     let (shown, place) = place(dir, &o.entry, secret);
     let written = (|| {
-        if let Place::Others(owner) = place {
-            // Taken since the plan checked it.
-            let why = format!("now written for {owner}");
+        // Taken since the plan checked it.
+        let taken = match &place {
+            Place::Others(owner) => Some(format!("now written for {owner}")),
+            Place::Users if !o.entry.takes_over_files => Some(format!(
+                "now holds files not written for this resource by apply --secrets-dir; remove them or set the annotation {ANNOTATION_ADOPTION_POLICY}, then apply again"
+            )),
+            _ => None,
+        };
+        if let Some(message) = taken {
             return Err(crate::files::FileError::Io {
                 doing: "write",
                 path: shown.into(),
-                message: why,
+                message,
             });
         }
         if !matches!(place, Place::Own) {
