@@ -195,6 +195,43 @@ impl<S: Clone> Failure<S> {
 /// The result of [`super::converge::converge`].
 pub type ConvergeResult<S> = std::result::Result<Converged<S>, Box<Failure<S>>>;
 
+/// What a reconcile writes and returns, whether its converge ended well or failed: the fields
+/// of [`Converged`] and [`Failure`] together, each at its neutral value where the other has none.
+struct Settled<S> {
+    outcome: Outcome,
+    status: S,
+    error: Option<Error>,
+    requeue: Option<Action>,
+    recheck_at_resync: bool,
+    routine: bool,
+    create_refused: bool,
+}
+
+impl<S> From<ConvergeResult<S>> for Settled<S> {
+    fn from(result: ConvergeResult<S>) -> Self {
+        match result {
+            Ok(c) => Settled {
+                outcome: c.outcome,
+                status: c.status,
+                error: None,
+                requeue: c.requeue,
+                recheck_at_resync: false,
+                routine: c.routine,
+                create_refused: false,
+            },
+            Err(f) => Settled {
+                outcome: f.outcome,
+                status: f.status,
+                error: f.error,
+                requeue: None,
+                recheck_at_resync: f.recheck_at_resync,
+                routine: false,
+                create_refused: f.create_refused,
+            },
+        }
+    }
+}
+
 /// A custom resource the operator manages: a kind of the engine, listed in the account cache,
 /// claiming API objects, and a namespaced Kubernetes resource.
 pub trait Managed:
@@ -434,19 +471,15 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         return Err(stale);
     }
     let converged_ok = converged.is_ok();
-    // What is written and returned, whether the converge ended well or failed: each field at
-    // its neutral value where the other result has none.
-    let (outcome, mut status, error, requeue, recheck_at_resync, routine, create_refused) =
-        match converged {
-            Ok(c) => (
-                c.outcome, c.status, None, c.requeue, false, c.routine, false,
-            ),
-            Err(f) => {
-                let f = *f;
-                let (recheck, refused) = (f.recheck_at_resync, f.create_refused);
-                (f.outcome, f.status, f.error, None, recheck, false, refused)
-            }
-        };
+    let Settled {
+        outcome,
+        mut status,
+        error,
+        requeue,
+        recheck_at_resync,
+        routine,
+        create_refused,
+    } = converged.into();
     *status.conditions_mut() = old.conditions().clone();
     status.set_observed_generation(generation);
     set_conditions(status.conditions_mut(), &outcome, generation);
