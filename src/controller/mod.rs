@@ -383,7 +383,14 @@ impl Operator {
                     );
                 };
                 tokio::select! {
-                    () = all_filled => { synced.send_replace(true); }
+                    // Also ended by a stop (the caches' watches dropped): then not ready.
+                    () = all_filled => {
+                        let listed = subs_listed.is_listed()
+                            && keys_listed.is_listed()
+                            && domains_listed.is_listed()
+                            && secrets_listed.is_listed();
+                        synced.send_replace(listed);
+                    }
                     () = &mut stopped => {}
                 }
             }

@@ -24,6 +24,7 @@
 //! `--label-selector`, and checks each for its own use; a ClusterAccount's status has one writer
 //! among instances that read Secrets in different namespaces (see the `writer` module).
 
+mod arrivals;
 mod check;
 mod dependents;
 pub mod in_use;
@@ -33,7 +34,7 @@ mod triggers;
 pub mod usage;
 mod writer;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -46,7 +47,7 @@ use kube::{Resource, ResourceExt};
 pub use registry::{AccountHandle, AccountName, AccountRegistry, DEFAULT_ACCOUNT, Resolved};
 pub use usage::{Needs, Refusal, Usage};
 
-use super::common::{Locked, until_stopped};
+use super::common::until_stopped;
 use super::context::Context;
 use super::error::Result;
 use super::reflected::reflected;
@@ -484,15 +485,12 @@ where
 
     // Namespaces (metadata only), for the namespace selectors of ClusterAccounts and
     // SubAccounts; a namespace the cache receives (or sees relabelled), once it holds it, starts
-    // the reconciles of the resources in it, which may have waited for it (see `dependents`).
-    // One from a relist (after 410 Expired) is in the cache only once the relist is done (kube's
-    // reflector swaps the list in at `InitDone`): `relisted` keeps it until then.
+    // the reconciles of the resources in it, which may have waited for it (see `dependents`):
+    // from a watch event, or from a relist (after 410 Expired, see `arrivals`).
     let (namespaces, namespaces_writer) = reflected::<PartialObjectMeta<Namespace>>();
     let _ = registry.namespaces.set(namespaces.clone());
-    let relisted = Arc::new(Mutex::new(None::<Vec<String>>));
-    let (relisting, relist_done) = (relisted.clone(), relisted);
+    let mut arrivals = arrivals::Arrivals::new(namespaces);
     let (watched_registry, relisted_registry) = (registry.clone(), registry.clone());
-    let listed = namespaces.clone();
     let namespace_watch = until_stopped(
         namespaces_writer.reflect(
             watcher(
@@ -503,35 +501,26 @@ where
         ),
         stop(),
     )
-    .inspect(move |event| match event {
-        Ok(watcher::Event::Init) if listed.is_listed() => {
-            relist_done.locked().get_or_insert_with(Vec::new);
-        }
-        Ok(watcher::Event::InitDone) => {
-            let names = relist_done.locked().take().unwrap_or_default();
-            names
+    .inspect(move |event| {
+        if let Ok(event) = event {
+            let relisted = arrivals.note(event);
+            relisted
                 .into_iter()
                 .for_each(|name| relisted_registry.namespace_changed(name));
         }
-        _ => {}
     })
-    // A namespace new to the cache or relabelled (selectors read nothing else), from a watch
-    // event or a relist; not those of the first list, which is awaited before any decision.
+    // Watch events only, when the namespace is new or its labels changed (selectors read
+    // nothing else).
     .filter_map(|event| async move {
         match event {
-            Ok(watcher::Event::Apply(ns) | watcher::Event::InitApply(ns)) => Some(Ok(ns)),
-            _ => None::<watcher::Result<_>>,
+            Ok(watcher::Event::Apply(namespace)) => Some(Ok::<_, watcher::Error>(namespace)),
+            _ => None,
         }
     })
     .predicate_filter(predicates::labels, Default::default())
     .for_each(move |namespace| {
-        if let Ok(namespace) = namespace
-            && namespaces.is_listed()
-        {
-            match relisting.locked().as_mut() {
-                Some(relist) => relist.push(namespace.name_any()),
-                None => watched_registry.namespace_changed(namespace.name_any()),
-            }
+        if let Ok(namespace) = namespace {
+            watched_registry.namespace_changed(namespace.name_any());
         }
         async {}
     });

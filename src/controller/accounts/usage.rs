@@ -30,8 +30,9 @@ use super::registry::{AccountName, AccountRegistry, PENDING, Resolved};
 use crate::controller::cache::AccountCache;
 use crate::crd::{AccountRefKind, AccountReference, KeyScope};
 
-/// Longest wait, at start-up, for the ClusterAccount cache's first list before `default` falls
-/// back to the operator's flags (the object wins over the flags when it exists).
+/// Longest wait, at start-up, for the ClusterAccount, Account and Namespace caches' first lists
+/// before `default` falls back to the operator's
+/// flags (the object wins over the flags when it exists).
 const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// The account a resource is reconciled through, as [`AccountRegistry::usage`] found it.
@@ -126,8 +127,8 @@ pub fn account_name(namespace: &str, account_ref: Option<&AccountReference>) -> 
 impl AccountRegistry {
     /// The account a resource of `namespace` with `account_ref` is reconciled through, and
     /// whether it may be, given what the resource `needs` (see the module documentation).
-    /// Makes no API call; waits at most `FIRST_LIST_WAIT` once, for the first list of
-    /// ClusterAccounts.
+    /// Makes no API call; waits at most `FIRST_LIST_WAIT` once, for the first lists of the
+    /// ClusterAccount, Account and Namespace caches.
     ///
     /// Errors: a [`Refusal`] saying why not.
     pub async fn usage(
