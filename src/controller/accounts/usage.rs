@@ -361,6 +361,37 @@ mod tests {
         assert_eq!(reason("new-team"), Some(("AccountNotReady", false)));
     }
 
+    /// Without the account CRDs (their kinds not served: the first lists fail with 404, as in a
+    /// cluster upgraded with `helm upgrade`), a reconcile at start-up does not wait out
+    /// `FIRST_LIST_WAIT`: it goes on once both watches have found their kind missing.
+    #[tokio::test]
+    async fn unserved_account_kinds_hold_no_reconcile() {
+        use crate::controller::reflected::reflected;
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        fn not_served<K>() -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> {
+            let mut status = kube::core::Status::failure("not found", "NotFound");
+            status.code = 404;
+            let failed = watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()));
+            futures::stream::iter([Err(failed)]).chain(futures::stream::pending())
+        }
+        let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
+        let (clusters, clusters_writer) = reflected::<crate::crd::ClusterAccount>();
+        let (accounts, accounts_writer) = reflected::<crate::crd::Account>();
+        let _ = registry.cluster_accounts.set(clusters);
+        let _ = registry.accounts.set(accounts);
+        let mut clusters_watch = Box::pin(clusters_writer.reflect(not_served()));
+        let mut accounts_watch = Box::pin(accounts_writer.reflect(not_served()));
+        assert!(clusters_watch.next().await.is_some_and(|e| e.is_err()));
+        assert!(accounts_watch.next().await.is_some_and(|e| e.is_err()));
+        let waker = futures::task::noop_waker();
+        let mut first_lists = std::pin::pin!(registry.await_first_lists());
+        let waited = first_lists
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker));
+        assert!(waited.is_ready(), "no wait for kinds that are not served");
+    }
+
     /// A reconcile waiting for the account caches' first lists is woken when they arrive, while
     /// others wait for them too: kube-runtime's controller holds its runner on the same store,
     /// and every `resolve` checks it in passing. (kube's `Store::wait_until_ready` wakes only
