@@ -18,13 +18,25 @@ use kube::runtime::reflector::{Lookup, Store, reflector};
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
+/// What a cache knows of its first list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FirstList {
+    /// Not in yet.
+    Awaited,
+    /// In the store (it stays so through relists).
+    Listed,
+    /// The API server does not serve the kind (the first list failed with 404: its CRD is not
+    /// installed); the watcher retries, and lists once the CRD is installed.
+    Unserved,
+}
+
 /// A reflector's store, and whether it holds its first list. Dereferences to the store.
 pub struct Reflected<K: Lookup + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
     store: Store<K>,
-    listed: watch::Receiver<bool>,
+    listed: watch::Receiver<FirstList>,
 }
 
 /// The writing end of a [`Reflected`], which [`ReflectedWriter::reflect`] hands to the
@@ -34,7 +46,7 @@ where
     K::DynamicType: Eq + Hash + Clone,
 {
     writer: Writer<K>,
-    listed: watch::Sender<bool>,
+    listed: watch::Sender<FirstList>,
 }
 
 /// An empty cache of `K` (not listed) and its writer.
@@ -44,7 +56,7 @@ where
     K::DynamicType: Eq + Hash + Clone + Default,
 {
     let writer = Writer::default();
-    let (sender, listed) = watch::channel(false);
+    let (sender, listed) = watch::channel(FirstList::Awaited);
     let cache = Reflected {
         store: writer.as_reader(),
         listed,
@@ -69,13 +81,29 @@ where
 
     /// True once the store holds its first list (it stays true through relists).
     pub fn is_listed(&self) -> bool {
-        *self.listed.borrow()
+        *self.listed.borrow() == FirstList::Listed
+    }
+
+    /// True while the API server does not serve the kind (its first list failed with 404) and
+    /// no list came since.
+    pub fn is_unserved(&self) -> bool {
+        *self.listed.borrow() == FirstList::Unserved
     }
 
     /// Returns once the store holds its first list, or once its watch stream was dropped
     /// before (the operator stops); every task waiting is woken.
     pub async fn listed(&self) {
-        let _ = self.listed.clone().wait_for(|listed| *listed).await;
+        let _ = (self.listed.clone())
+            .wait_for(|l| *l == FirstList::Listed)
+            .await;
+    }
+
+    /// Returns as [`Self::listed`] does, or once the kind is found not served: what there is to
+    /// know of the kind's objects at start-up is known.
+    pub async fn settled(&self) {
+        let _ = (self.listed.clone())
+            .wait_for(|l| *l != FirstList::Awaited)
+            .await;
     }
 }
 
@@ -112,17 +140,29 @@ where
     }
 
     /// kube-runtime's `reflector` of `stream` into the store, which also records the first
-    /// list once the store holds it. The cache's waiters are released when the returned stream
-    /// is dropped.
+    /// list once the store holds it, and a first list refused with 404 (the kind not served).
+    /// The cache's waiters are released when the returned stream is dropped.
     pub fn reflect<W>(self, stream: W) -> impl Stream<Item = W::Item> + use<K, W>
     where
         W: Stream<Item = watcher::Result<watcher::Event<K>>>,
     {
         let listed = self.listed;
-        reflector(self.writer, stream).inspect(move |event| {
-            if let Ok(watcher::Event::InitDone) = event {
-                listed.send_replace(true);
+        reflector(self.writer, stream).inspect(move |event| match event {
+            Ok(watcher::Event::InitDone) => {
+                listed.send_replace(FirstList::Listed);
             }
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(status)))
+                if status.code == 404 =>
+            {
+                listed.send_if_modified(|l| {
+                    let before = *l;
+                    if before == FirstList::Awaited {
+                        *l = FirstList::Unserved;
+                    }
+                    before == FirstList::Awaited
+                });
+            }
+            _ => {}
         })
     }
 
@@ -131,7 +171,7 @@ where
     pub fn apply_watcher_event(&mut self, event: &watcher::Event<K>) {
         self.writer.apply_watcher_event(event);
         if let watcher::Event::InitDone = event {
-            self.listed.send_replace(true);
+            self.listed.send_replace(FirstList::Listed);
         }
     }
 }
@@ -201,6 +241,33 @@ pub(crate) mod tests {
             let done = waiting.as_mut().poll(&mut Context::from_waker(waker));
             assert_eq!(done, Poll::Ready(()));
         }
+    }
+
+    /// A first list refused with 404 (the kind not served) settles the cache without listing
+    /// it: readiness (`listed`) still waits, and the list that comes once the CRD is installed
+    /// lists it.
+    #[tokio::test]
+    async fn a_kind_not_served_settles_without_listing() {
+        let (cache, writer) = reflected::<ConfigMap>();
+        let (to_reflector, events) = futures::channel::mpsc::unbounded();
+        let mut reflecting = Box::pin(writer.reflect(events));
+        let mut status = kube::core::Status::failure("not found", "NotFound");
+        status.code = 404;
+        let failed = watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()));
+        to_reflector.unbounded_send(Err(failed)).unwrap();
+        reflecting.next().await;
+        assert!(cache.is_unserved() && !cache.is_listed());
+        let (waker, _) = Woken::waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(Box::pin(cache.settled()).as_mut().poll(&mut cx).is_ready());
+        let mut listed = Box::pin(cache.listed());
+        assert!(listed.as_mut().poll(&mut cx).is_pending());
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            to_reflector.unbounded_send(Ok(event)).unwrap();
+            reflecting.next().await;
+        }
+        assert!(cache.is_listed() && !cache.is_unserved());
+        assert_eq!(listed.as_mut().poll(&mut cx), Poll::Ready(()));
     }
 
     /// A watch stream dropped before its first list releases the waiters (the operator stops).

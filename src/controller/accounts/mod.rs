@@ -541,11 +541,8 @@ where
         if let Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) = e
             && s.code == 404
         {
-            // The kind is not served (its CRD is not installed): `default` is the flags'.
-            watched_ctx
-                .accounts
-                .cluster_kind_unserved
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            // The kind is not served (its CRD is not installed; the cache says so already):
+            // `default` is the flags', for the reconciles waiting on it too.
             watched_ctx.accounts.checks.notify_waiters();
         }
         if let Ok(watcher::Event::Delete(obj)) = e {

@@ -8,7 +8,6 @@
 //! resolves as such even before its entry is pruned.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -150,12 +149,9 @@ pub struct AccountRegistry {
     warned: Mutex<HashSet<String>>,
     /// The controllers told about account changes ([`AccountRegistry::dependents`]).
     pub(super) subscribers: super::dependents::Subscribers,
-    /// Woken at each recorded check (see [`AccountRegistry::usage`]).
+    /// Woken at each recorded check, and when the ClusterAccount kind is found not served (see
+    /// [`AccountRegistry::usage`]).
     pub(super) checks: tokio::sync::Notify,
-    /// Set when the API server does not serve the ClusterAccount kind (its CRD is not
-    /// installed): only then does `default` fall back to the flags before the kind's cache has
-    /// listed.
-    pub(super) cluster_kind_unserved: std::sync::atomic::AtomicBool,
     /// What the accounts controller keeps of each account's last authenticated read.
     pub(super) memo: super::memo::CheckMemo,
 }
@@ -179,7 +175,6 @@ impl AccountRegistry {
             warned: Mutex::default(),
             subscribers: Default::default(),
             checks: tokio::sync::Notify::new(),
-            cluster_kind_unserved: std::sync::atomic::AtomicBool::new(false),
             memo: super::memo::CheckMemo::default(),
         }
     }
@@ -264,7 +259,9 @@ impl AccountRegistry {
             let listed = match name {
                 AccountName::Cluster(_) => {
                     listed(self.cluster_accounts.get())
-                        || self.cluster_kind_unserved.load(Ordering::Relaxed)
+                        // The kind not served (its CRD not installed): `default` is the
+                        // flags'.
+                        || (self.cluster_accounts.get()).is_some_and(Reflected::is_unserved)
                 }
                 AccountName::Namespaced { .. } => listed(self.accounts.get()),
             };

@@ -278,19 +278,20 @@ impl AccountRegistry {
         }
     }
 
-    /// Waits, once, for the account caches' first lists (at most [`FIRST_LIST_WAIT`]: without
-    /// the account CRDs they never come), so that a resource reconciled at start-up neither
-    /// finds its account missing nor uses the flags' `default` in place of the object.
+    /// Waits, once, for the account caches' first lists, or for their kinds to be found not
+    /// served (the account CRDs not installed), and for the Namespace cache's first list (at
+    /// most [`FIRST_LIST_WAIT`]), so that a resource reconciled at start-up neither finds its
+    /// account missing nor uses the flags' `default` in place of the object.
     async fn await_first_lists(&self) {
         if self.first_lists_awaited.load(Ordering::Relaxed) {
             return;
         }
         let both = async {
             if let Some(cache) = self.cluster_accounts.get() {
-                cache.listed().await;
+                cache.settled().await;
             }
             if let Some(cache) = self.accounts.get() {
-                cache.listed().await;
+                cache.settled().await;
             }
             if let Some(cache) = self.namespaces.get() {
                 cache.listed().await;
