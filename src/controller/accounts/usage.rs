@@ -31,8 +31,8 @@ use crate::controller::cache::AccountCache;
 use crate::crd::{AccountRefKind, AccountReference, KeyScope};
 
 /// Longest wait, at start-up, for the ClusterAccount, Account and Namespace caches' first lists
-/// before `default` falls back to the operator's
-/// flags (the object wins over the flags when it exists).
+/// before `default` falls back to the operator's flags (the object wins over the flags when it
+/// exists), and, in a reconcile, for the first check of an account just created.
 const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
 /// The account a resource is reconciled through, as [`AccountRegistry::usage`] found it.
@@ -128,7 +128,8 @@ impl AccountRegistry {
     /// The account a resource of `namespace` with `account_ref` is reconciled through, and
     /// whether it may be, given what the resource `needs` (see the module documentation).
     /// Makes no API call; waits at most `FIRST_LIST_WAIT` once, for the first lists of the
-    /// ClusterAccount, Account and Namespace caches.
+    /// ClusterAccount, Account and Namespace caches, and at most as long for the first check
+    /// of an account just created.
     ///
     /// Errors: a [`Refusal`] saying why not.
     pub async fn usage(
@@ -364,7 +365,9 @@ mod tests {
 
     /// Without the account CRDs (their kinds not served: the first lists fail with 404, as in a
     /// cluster upgraded with `helm upgrade`), a reconcile at start-up does not wait out
-    /// `FIRST_LIST_WAIT`: it goes on once both watches have found their kind missing.
+    /// `FIRST_LIST_WAIT`: it goes on once both watches have found their kind missing. An
+    /// Account is then not found (none can exist), not pending (each reconcile naming one would
+    /// wait for a check that cannot come).
     #[tokio::test]
     async fn unserved_account_kinds_hold_no_reconcile() {
         use crate::controller::reflected::reflected;
@@ -391,6 +394,11 @@ mod tests {
             .as_mut()
             .poll(&mut std::task::Context::from_waker(&waker));
         assert!(waited.is_ready(), "no wait for kinds that are not served");
+        let account = AccountName::Namespaced {
+            namespace: "team-a".into(),
+            name: "own".into(),
+        };
+        assert!(matches!(registry.resolve(&account), Resolved::NotFound));
     }
 
     /// A reconcile waiting for the account caches' first lists is woken when they arrive, while
