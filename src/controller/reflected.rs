@@ -49,6 +49,13 @@ where
     listed: watch::Sender<FirstList>,
 }
 
+/// True for a first list refused with 404: the API server does not serve the kind (its CRD is
+/// not installed). kube's watcher reports it so with the list-then-watch initial mode, the one
+/// this operator uses (a streaming list, `sendInitialEvents`, would fail at the watch's start).
+pub fn not_served(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
+}
+
 /// An empty cache of `K` (not listed) and its writer.
 pub fn reflected<K>() -> (Reflected<K>, ReflectedWriter<K>)
 where
@@ -151,9 +158,7 @@ where
             Ok(watcher::Event::InitDone) => {
                 listed.send_replace(FirstList::Listed);
             }
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(status)))
-                if status.code == 404 =>
-            {
+            Err(error) if not_served(error) => {
                 listed.send_if_modified(|l| {
                     let before = *l;
                     if before == FirstList::Awaited {

@@ -50,7 +50,7 @@ pub use usage::{Needs, Refusal, Usage};
 use super::common::until_stopped;
 use super::context::Context;
 use super::error::Result;
-use super::reflected::reflected;
+use super::reflected::{not_served, reflected};
 use super::status::Outcome;
 use crate::crd::{Account, AccountKind, ClusterAccount};
 use registry::Checked;
@@ -510,7 +510,9 @@ where
         }
     })
     // Watch events only, when the namespace is new or its labels changed (selectors read
-    // nothing else).
+    // nothing else) as far as kube's predicate knows: its cache starts empty and forgets a
+    // namespace after an hour without events, so such a first event passes too, harmlessly (a
+    // reconcile of a resource in order makes no call).
     .filter_map(|event| async move {
         match event {
             Ok(watcher::Event::Apply(namespace)) => Some(Ok::<_, watcher::Error>(namespace)),
@@ -538,11 +540,11 @@ where
         stop(),
     )
     .inspect(move |e| {
-        if let Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) = e
-            && s.code == 404
+        if let Err(e) = e
+            && not_served(e)
         {
-            // The kind is not served (its CRD is not installed; the cache says so already):
-            // `default` is the flags', for the reconciles waiting on it too.
+            // The kind is not served (its CRD is not installed): `default` is the flags', for
+            // the reconciles waiting on it too.
             watched_ctx.accounts.checks.notify_waiters();
         }
         if let Ok(watcher::Event::Delete(obj)) = e {
@@ -575,6 +577,12 @@ where
         .inspect(move |e| {
             if let Ok(watcher::Event::Delete(obj)) = e {
                 forget(&watched_ctx, &obj.account_name());
+            }
+            if let Err(e) = e
+                && not_served(e)
+            {
+                // The kind is not served: no Account exists, for the reconciles waiting too.
+                watched_ctx.accounts.checks.notify_waiters();
             }
         })
         .applied_objects()

@@ -255,14 +255,10 @@ impl AccountRegistry {
             }
         };
         let Some(uid) = uid else {
-            // Absent from a cache that has not listed yet: not known to be absent.
+            // Absent from a cache that has not listed yet: not known to be absent. A kind not
+            // served (its CRD not installed) has no objects: `default` is then the flags'.
             let listed = match name {
-                AccountName::Cluster(_) => {
-                    listed(self.cluster_accounts.get())
-                        // The kind not served (its CRD not installed): `default` is the
-                        // flags'.
-                        || (self.cluster_accounts.get()).is_some_and(Reflected::is_unserved)
-                }
+                AccountName::Cluster(_) => listed(self.cluster_accounts.get()),
                 AccountName::Namespaced { .. } => listed(self.accounts.get()),
             };
             if !listed {
@@ -424,12 +420,13 @@ impl AccountRegistry {
     }
 }
 
-/// True when `cache` is unset (no account watch runs: every name is absent) or has listed.
+/// True when `cache` is unset (no account watch runs: every name is absent), has listed, or
+/// found its kind not served (no object of it can exist).
 pub(super) fn listed<K: kube::Resource + Clone + 'static>(cache: Option<&Reflected<K>>) -> bool
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    cache.is_none_or(Reflected::is_listed)
+    cache.is_none_or(|c| c.is_listed() || c.is_unserved())
 }
 
 #[cfg(test)]
