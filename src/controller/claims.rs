@@ -19,29 +19,25 @@
 //! when `--namespace` is set, another shard's label selector) are not compared.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
 use super::accounts::AccountRegistry;
-use super::reflected::Reflected;
 use crate::crd::{ANNOTATION_EXTERNAL_ID, ApiKey, SendingDomain, SubAccount};
 use crate::engine::natural_key;
 use crate::engine::{ManagedKind, ManagedResource};
-
-/// Longest wait for the controller's cache to hold its first complete list.
-const STORE_READY_TIMEOUT: Duration = Duration::from_secs(30);
+use kube::runtime::reflector::Store;
 
 /// The controllers' caches of the three kinds, set by [`super::Operator::run`].
 #[derive(Default)]
 pub struct Claims {
     /// SubAccounts.
-    pub sub_accounts: OnceLock<Reflected<SubAccount>>,
+    pub sub_accounts: OnceLock<Store<SubAccount>>,
     /// ApiKeys.
-    pub api_keys: OnceLock<Reflected<ApiKey>>,
+    pub api_keys: OnceLock<Store<ApiKey>>,
     /// SendingDomains.
-    pub sending_domains: OnceLock<Reflected<SendingDomain>>,
+    pub sending_domains: OnceLock<Store<SendingDomain>>,
 }
 
 impl std::fmt::Debug for Claims {
@@ -63,7 +59,7 @@ pub trait Claimant:
     /// The spec field that names the natural key, for messages.
     const KEY_FIELD: &'static str;
     /// The controller's cache of this kind, once the operator runs.
-    fn store(claims: &Claims) -> Option<&Reflected<Self>>;
+    fn store(claims: &Claims) -> Option<&Store<Self>>;
     /// True when `self` and `other` name the same API object by its natural key, compared as
     /// the service compares it ([`natural_key`]): sub account name or sending domain (ASCII
     /// case ignored), or key name within the same sub account
@@ -84,7 +80,7 @@ fn same_claim<K: Claimant>(a: &K, b: &K) -> bool {
 
 impl Claimant for SubAccount {
     const KEY_FIELD: &'static str = "spec.name";
-    fn store(claims: &Claims) -> Option<&Reflected<Self>> {
+    fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.sub_accounts.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
@@ -94,7 +90,7 @@ impl Claimant for SubAccount {
 
 impl Claimant for ApiKey {
     const KEY_FIELD: &'static str = "spec.name";
-    fn store(claims: &Claims) -> Option<&Reflected<Self>> {
+    fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.api_keys.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
@@ -113,7 +109,7 @@ impl Claimant for ApiKey {
 
 impl Claimant for SendingDomain {
     const KEY_FIELD: &'static str = "spec.domain";
-    fn store(claims: &Claims) -> Option<&Reflected<Self>> {
+    fn store(claims: &Claims) -> Option<&Store<Self>> {
         claims.sending_domains.get()
     }
     fn same_natural_key(&self, other: &Self) -> bool {
@@ -213,13 +209,9 @@ impl Claims {
         obj: &K,
         id: Option<i64>,
     ) -> Option<Arc<K>> {
+        // Called in reconciles of `K` only, which kube starts once this store holds its first
+        // list.
         let store = K::store(self)?;
-        if tokio::time::timeout(STORE_READY_TIMEOUT, store.listed())
-            .await
-            .is_err()
-        {
-            tracing::warn!("the controller's cache is not filled yet; ownership not compared");
-        }
         owner_among(obj, id, store.state(), |o| accounts.may_claim(o))
     }
 }

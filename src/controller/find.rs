@@ -169,8 +169,8 @@ pub async fn find_managed<K: Managed>(
     }
     match &found {
         Some((_, how)) => {
-            // A rename into a name another object holds: confirmed on a list read since the
-            // reconcile began (the holder may have been renamed meanwhile), then refused.
+            // A rename into a name another object holds: confirmed on a list as new as
+            // `newer_than` asks (the holder may have been renamed meanwhile), then refused.
             let taken = |items: &[K::Item]| driver::rename_taken::<K>(desired, how.id, items);
             // Doubted on the list already read (no read when it stands).
             let list = match list.doubt(since, |items| taken(items).is_some()) {

@@ -35,7 +35,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::Client as ApiClient;
@@ -234,14 +233,14 @@ impl Operator {
         writer.reflect(events)
     }
 
-    /// The controller of managed kind `K` over its cached watch (`writer` fills `store`):
+    /// The controller of managed kind `K` over its cached watch (`writer` fills its store):
     /// `note` sees each event once the cache holds it; a change starts a reconcile when it is an
     /// input to one (`own_changes`), as does each of `triggers` and a change of the check of an
     /// Account its resources use. Runs until `stop` resolves, then finishes the reconciles in
     /// flight.
     fn managed_controller<K, N, S>(
         &self,
-        (store, writer): (reflector::Store<K>, ReflectedWriter<K>),
+        writer: ReflectedWriter<K>,
         note: N,
         triggers: Vec<triggers::Trigger<K>>,
         config: &ControllerConfig,
@@ -259,6 +258,7 @@ impl Operator {
             Some(s) => watch.labels(s),
             None => watch,
         };
+        let store = writer.as_reader();
         let events = until_stopped(self.watch_into(writer, &watch), stop())
             .inspect(note)
             .applied_objects()
@@ -326,9 +326,9 @@ impl Operator {
         let keys_store = keys_listed.store().clone();
         let domains_store = domains_listed.store().clone();
         let claims = &self.ctx.claims;
-        let _ = claims.sub_accounts.set(subs_listed.clone());
-        let _ = claims.api_keys.set(keys_listed.clone());
-        let _ = claims.sending_domains.set(domains_listed.clone());
+        let _ = claims.sub_accounts.set(subs_store.clone());
+        let _ = claims.api_keys.set(keys_store.clone());
+        let _ = claims.sending_domains.set(domains_store.clone());
         // Once the SubAccount cache holds a change (any change: a status that gets the sub
         // account's id too), the ApiKeys and SendingDomains that reference the sub account are
         // started: a resource waiting for its sub account's id always finds it in that cache
@@ -344,16 +344,11 @@ impl Operator {
             }
             subs_in_use.note(event);
         };
-        let sub_accounts = self.managed_controller(
-            (subs_store.clone(), subs_writer),
-            note_sub,
-            vec![subs_trigger],
-            &config,
-            &stop,
-        );
+        let sub_accounts =
+            self.managed_controller(subs_writer, note_sub, vec![subs_trigger], &config, &stop);
         let keys_in_use = in_use.clone();
         let api_keys = self.managed_controller(
-            (keys_store.clone(), keys_writer),
+            keys_writer,
             move |event| keys_in_use.note(event),
             vec![keys_trigger, keys_of_subs],
             &config,
@@ -361,7 +356,7 @@ impl Operator {
         );
         let domains_in_use = in_use.clone();
         let domains = self.managed_controller(
-            (domains_store.clone(), domains_writer),
+            domains_writer,
             move |event| domains_in_use.note(event),
             vec![domains_trigger, domains_of_subs],
             &config,
@@ -369,30 +364,17 @@ impl Operator {
         );
 
         // Readiness: every cache holds its first list (see `reflected`: the controllers wait for
-        // their stores' too).
+        // their stores' too). A stop ends the waits (the watches are dropped): then not ready.
         let synced = {
             let synced = self.synced.clone();
-            let mut stopped = Box::pin(stop());
             async move {
-                let all_filled = async {
-                    futures::join!(
-                        subs_listed.listed(),
-                        keys_listed.listed(),
-                        domains_listed.listed(),
-                        secrets_listed.listed(),
-                    );
-                };
-                tokio::select! {
-                    // Also ended by a stop (the caches' watches dropped): then not ready.
-                    () = all_filled => {
-                        let listed = subs_listed.is_listed()
-                            && keys_listed.is_listed()
-                            && domains_listed.is_listed()
-                            && secrets_listed.is_listed();
-                        synced.send_replace(listed);
-                    }
-                    () = &mut stopped => {}
-                }
+                let listed = futures::join!(
+                    subs_listed.listed(),
+                    keys_listed.listed(),
+                    domains_listed.listed(),
+                    secrets_listed.listed(),
+                );
+                synced.send_replace(listed.0 && listed.1 && listed.2 && listed.3);
             }
         };
 

@@ -52,7 +52,7 @@ where
 /// True for a first list refused with 404: the API server does not serve the kind (its CRD is
 /// not installed). kube's watcher reports it so with the list-then-watch initial mode, the one
 /// this operator uses (a streaming list, `sendInitialEvents`, would fail at the watch's start).
-pub fn not_served(error: &watcher::Error) -> bool {
+pub(crate) fn not_served(error: &watcher::Error) -> bool {
     matches!(error, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404)
 }
 
@@ -91,18 +91,20 @@ where
         *self.listed.borrow() == FirstList::Listed
     }
 
-    /// True while the API server does not serve the kind (its first list failed with 404) and
-    /// no list came since.
-    pub fn is_unserved(&self) -> bool {
-        *self.listed.borrow() == FirstList::Unserved
+    /// True once the store holds its first list, or while the API server does not serve the
+    /// kind (its first list failed with 404, and no list came since): what there is to know of
+    /// the kind's objects is known.
+    pub fn is_settled(&self) -> bool {
+        *self.listed.borrow() != FirstList::Awaited
     }
 
-    /// Returns once the store holds its first list, or once its watch stream was dropped
-    /// before (the operator stops); every task waiting is woken.
-    pub async fn listed(&self) {
-        let _ = (self.listed.clone())
+    /// Returns true once the store holds its first list, or false once its watch stream was
+    /// dropped before (the operator stops); every task waiting is woken.
+    pub async fn listed(&self) -> bool {
+        (self.listed.clone())
             .wait_for(|l| *l == FirstList::Listed)
-            .await;
+            .await
+            .is_ok()
     }
 
     /// Returns as [`Self::listed`] does, or once the kind is found not served: what there is to
@@ -206,6 +208,14 @@ pub(crate) mod tests {
         }
     }
 
+    /// The error kube's watcher yields when the API server does not serve the kind: its first
+    /// list answered 404.
+    pub(crate) fn not_served_error() -> watcher::Error {
+        let mut status = kube::core::Status::failure("not found", "NotFound");
+        status.code = 404;
+        watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()))
+    }
+
     impl Wake for Woken {
         fn wake(self: Arc<Self>) {
             self.0.store(true, Ordering::SeqCst);
@@ -244,7 +254,7 @@ pub(crate) mod tests {
         for (waiting, waker, woken) in &mut waiters {
             assert!(woken.woken(), "every waiter is woken");
             let done = waiting.as_mut().poll(&mut Context::from_waker(waker));
-            assert_eq!(done, Poll::Ready(()));
+            assert_eq!(done, Poll::Ready(true));
         }
     }
 
@@ -256,12 +266,11 @@ pub(crate) mod tests {
         let (cache, writer) = reflected::<ConfigMap>();
         let (to_reflector, events) = futures::channel::mpsc::unbounded();
         let mut reflecting = Box::pin(writer.reflect(events));
-        let mut status = kube::core::Status::failure("not found", "NotFound");
-        status.code = 404;
-        let failed = watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()));
-        to_reflector.unbounded_send(Err(failed)).unwrap();
+        to_reflector
+            .unbounded_send(Err(not_served_error()))
+            .unwrap();
         reflecting.next().await;
-        assert!(cache.is_unserved() && !cache.is_listed());
+        assert!(cache.is_settled() && !cache.is_listed());
         let (waker, _) = Woken::waker();
         let mut cx = Context::from_waker(&waker);
         assert!(Box::pin(cache.settled()).as_mut().poll(&mut cx).is_ready());
@@ -271,11 +280,12 @@ pub(crate) mod tests {
             to_reflector.unbounded_send(Ok(event)).unwrap();
             reflecting.next().await;
         }
-        assert!(cache.is_listed() && !cache.is_unserved());
-        assert_eq!(listed.as_mut().poll(&mut cx), Poll::Ready(()));
+        assert!(cache.is_listed() && cache.is_settled());
+        assert_eq!(listed.as_mut().poll(&mut cx), Poll::Ready(true));
     }
 
-    /// A watch stream dropped before its first list releases the waiters (the operator stops).
+    /// A watch stream dropped before its first list releases the waiters, answering false (the
+    /// operator stops).
     #[tokio::test]
     async fn a_dropped_stream_releases_the_waiters() {
         let (cache, writer) = reflected::<ConfigMap>();
@@ -291,7 +301,7 @@ pub(crate) mod tests {
         drop(reflecting);
         assert!(woken.woken(), "released");
         let done = waiting.as_mut().poll(&mut Context::from_waker(&waker));
-        assert_eq!(done, Poll::Ready(()));
+        assert_eq!(done, Poll::Ready(false), "not listed");
         assert!(!cache.is_listed());
     }
 }

@@ -55,7 +55,7 @@ pub(super) fn cached_users(claims: &Claims, account: &AccountName) -> Vec<String
 }
 
 fn users_in<K: Claimant>(
-    store: Option<&crate::controller::reflected::Reflected<K>>,
+    store: Option<&kube::runtime::reflector::Store<K>>,
     account: &AccountName,
     users: &mut Vec<String>,
 ) {

@@ -540,13 +540,8 @@ where
         stop(),
     )
     .inspect(move |e| {
-        if let Err(e) = e
-            && not_served(e)
-        {
-            // The kind is not served (its CRD is not installed): `default` is the flags', for
-            // the reconciles waiting on it too.
-            watched_ctx.accounts.checks.notify_waiters();
-        }
+        // Not served: `default` is the flags'.
+        wake_if_not_served(&watched_ctx, e);
         if let Ok(watcher::Event::Delete(obj)) = e {
             forget(&watched_ctx, &obj.account_name());
             if obj.account_name() == AccountName::default_account()
@@ -578,12 +573,8 @@ where
             if let Ok(watcher::Event::Delete(obj)) = e {
                 forget(&watched_ctx, &obj.account_name());
             }
-            if let Err(e) = e
-                && not_served(e)
-            {
-                // The kind is not served: no Account exists, for the reconciles waiting too.
-                watched_ctx.accounts.checks.notify_waiters();
-            }
+            // Not served: no Account exists.
+            wake_if_not_served(&watched_ctx, e);
         })
         .applied_objects()
         // A change of finalizers too: the in-use finalizer taken off while a user came is put
@@ -651,6 +642,17 @@ async fn log_queue_error<T, E: std::fmt::Display>(
 ) {
     if let Err(kube::runtime::controller::Error::QueueError(e)) = result {
         tracing::warn!(error = %e, "cannot watch the account kinds; are the CRDs installed (`kubectl apply -f crds/`)?");
+    }
+}
+
+/// Wakes the reconciles waiting on an account's first check (see [`AccountRegistry::usage`])
+/// when `event` says the account kind is not served (its CRD is not installed): the cache says
+/// so already, and their account resolves without a check.
+fn wake_if_not_served<K>(ctx: &Context, event: &watcher::Result<watcher::Event<K>>) {
+    if let Err(e) = event
+        && not_served(e)
+    {
+        ctx.accounts.checks.notify_waiters();
     }
 }
 

@@ -149,7 +149,7 @@ pub struct AccountRegistry {
     warned: Mutex<HashSet<String>>,
     /// The controllers told about account changes ([`AccountRegistry::dependents`]).
     pub(super) subscribers: super::dependents::Subscribers,
-    /// Woken at each recorded check, and when the ClusterAccount kind is found not served (see
+    /// Woken at each recorded check, and when an account kind is found not served (see
     /// [`AccountRegistry::usage`]).
     pub(super) checks: tokio::sync::Notify,
     /// What the accounts controller keeps of each account's last authenticated read.
@@ -422,11 +422,11 @@ impl AccountRegistry {
 
 /// True when `cache` is unset (no account watch runs: every name is absent), has listed, or
 /// found its kind not served (no object of it can exist).
-pub(super) fn listed<K: kube::Resource + Clone + 'static>(cache: Option<&Reflected<K>>) -> bool
+fn listed<K: kube::Resource + Clone + 'static>(cache: Option<&Reflected<K>>) -> bool
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    cache.is_none_or(|c| c.is_listed() || c.is_unserved())
+    cache.is_none_or(Reflected::is_settled)
 }
 
 #[cfg(test)]

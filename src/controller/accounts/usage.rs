@@ -374,9 +374,7 @@ mod tests {
         use futures::StreamExt;
         use kube::runtime::watcher;
         fn not_served<K>() -> impl futures::Stream<Item = watcher::Result<watcher::Event<K>>> {
-            let mut status = kube::core::Status::failure("not found", "NotFound");
-            status.code = 404;
-            let failed = watcher::Error::InitialListFailed(kube::Error::Api(status.boxed()));
+            let failed = crate::controller::reflected::tests::not_served_error();
             futures::stream::iter([Err(failed)]).chain(futures::stream::pending())
         }
         let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
@@ -403,17 +401,20 @@ mod tests {
 
     /// A reconcile waiting for the account caches' first lists is woken when they arrive, while
     /// others wait for them too: kube-runtime's controller holds its runner on the same store,
-    /// and every `resolve` checks it in passing. (kube's `Store::wait_until_ready` wakes only
+    /// and every `resolve` reads it in passing. (kube's `Store::wait_until_ready` wakes only
     /// the last of its waiters: the reconcile then waited for its whole `FIRST_LIST_WAIT`.)
     #[tokio::test]
     async fn each_waiter_learns_of_the_first_lists() {
         use crate::controller::reflected::tests::Woken;
+        use futures::StreamExt;
         use kube::runtime::watcher::Event;
         use std::task::{Context, Poll};
         let registry = AccountRegistry::new(None, std::time::Duration::from_secs(300));
-        let (clusters, mut writer) =
+        let (clusters, writer) =
             crate::controller::reflected::reflected::<crate::crd::ClusterAccount>();
         let _ = registry.cluster_accounts.set(clusters.clone());
+        let (to_reflector, events) = futures::channel::mpsc::unbounded();
+        let mut watch = Box::pin(writer.reflect(events));
 
         let (waker, reconcile) = Woken::waker();
         let mut first_lists = std::pin::pin!(registry.await_first_lists());
@@ -426,8 +427,10 @@ mod tests {
             .poll(&mut Context::from_waker(&controller_waker));
         let _ = registry.resolve(&AccountName::default_account());
 
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitDone);
+        for event in [Event::Init, Event::InitDone] {
+            to_reflector.unbounded_send(Ok(event)).unwrap();
+            watch.next().await;
+        }
         assert!(
             reconcile.woken(),
             "the waiting reconcile is woken by the first list"
