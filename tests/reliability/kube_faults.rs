@@ -232,3 +232,38 @@ async fn a_stale_cached_copy_writes_nothing() {
     assert_eq!(rig.posts(), posts, "nothing created after the restart");
     rig.stop_operator().await;
 }
+
+/// An operator stopped while its first list of SubAccounts never answers was never ready: the
+/// stop ends its waits for the caches' first lists, and readiness stays false.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_before_the_first_lists_leaves_readiness_false() {
+    use mailtarget_operator::controller::Operator;
+    let rig = Rig::new(Rig::sim_config()).await;
+    let faults = rig.server.faults();
+    faults.stall(RequestFilter::path("/subaccounts?").with_method("GET"));
+    let operator = Operator::new(
+        rig.kube.clone(),
+        operator_client(&rig.sim),
+        rig.metrics.clone(),
+        crate::harness::settings(Duration::from_secs(300)),
+        "reliability-test".into(),
+    );
+    let synced = operator.synced();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(operator.run(async move {
+        let _ = stopped.await;
+    }));
+    eventually("the SubAccount list stalled", || {
+        faults.stalled_requests() > 0
+    })
+    .await;
+    let _ = stop.send(());
+    tokio::time::timeout(WAIT, task)
+        .await
+        .expect("the operator stops")
+        .expect("the operator task ends without panicking");
+    assert!(
+        !*synced.borrow(),
+        "not ready after a stop before the first lists"
+    );
+}
