@@ -117,7 +117,7 @@ pub enum Claim {
     Free,
     /// It holds the marker file, whose content (trimmed) is given.
     Marked(String),
-    /// It holds other entries and no marker file (or a marker that is not a regular file).
+    /// It holds other entries and no marker file (or a marker that is a symbolic link).
     Unmarked,
 }
 

@@ -83,7 +83,8 @@ pub(crate) fn failed(entry: &Entry, error: impl std::fmt::Display) -> Outcome {
     o
 }
 
-/// Executes `plan`. A plan with errors writes nothing: every resource is reported `skipped`.
+/// Executes `plan`. A plan with errors writes nothing: each resource is reported as [`not_run`]
+/// says.
 ///
 /// Failures of single resources are outcomes with result `failed` and the API's message;
 /// the others go on.
@@ -129,7 +130,7 @@ pub async fn run(
                         Step::SendingDomain(p) => {
                             (i, apply_placed(ctx, p, entry, new_sub).await, None)
                         }
-                        _ => (i, outcome(entry, "skipped"), None),
+                        _ => unreachable!("the phases take sub accounts, keys and domains only"),
                     }
                 })
                 .buffered(PARALLEL)

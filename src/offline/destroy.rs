@@ -33,10 +33,7 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
             steps[i] = match &loaded.resource {
                 Resource::SubAccount(r) if sub_accounts => {
                     let step = planned(e, r, at, Step::SubAccount);
-                    if let Step::SubAccount(p) = &step {
-                        let id = p.planned.found.map(|f| f.id);
-                        subs.push(PlannedSubAccount::new(i, loaded, r, id, inventory));
-                    }
+                    subs.extend(PlannedSubAccount::of(i, loaded, &step, inventory));
                     step
                 }
                 Resource::ApiKey(r) if !sub_accounts => planned(e, r, at, Step::ApiKey),
@@ -57,9 +54,10 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
     })
 }
 
-/// The deletion plan of an ApiKey or SendingDomain, looked up inside the sub account its
-/// `spec.subAccountRef` names (one of `subs`; nothing is inside a sub account that does not
-/// exist). The company key deletes it: it reaches every sub account.
+/// The deletion plan of a resource, looked up inside the sub account its `spec.subAccountRef`
+/// names (one of `subs`; nothing is inside a sub account that does not exist), or in the
+/// account itself (a SubAccount, or no reference). The company key deletes it: it reaches
+/// every sub account.
 ///
 /// Errors: the SubAccount is not among the manifests, its own plan failed, or it does not let
 /// the resource's namespace place objects inside (as `plan` refuses it); see [`PlanError`].

@@ -4,10 +4,11 @@
 //! refuses it.
 
 use super::guards::reference_allowed;
+use super::plan::Step;
 use crate::crd::SubAccount;
 use crate::engine::inventory::Inventory;
 use crate::engine::{ManagedKind, ManagedResource, placement};
-use crate::manifest::Loaded;
+use crate::manifest::{Loaded, Resource};
 
 /// Where a resource inside a sub account is placed.
 #[derive(Clone, Debug)]
@@ -39,19 +40,18 @@ pub(crate) struct PlannedSubAccount {
 }
 
 impl PlannedSubAccount {
-    /// The SubAccount `loaded` (`r`, at manifest index `index`), matched to sub account `id`
-    /// (`None`: none matched), its credential looked up in `inventory`'s key list.
-    pub fn new(
-        index: usize,
-        loaded: &Loaded,
-        r: &SubAccount,
-        id: Option<i64>,
-        inventory: &Inventory,
-    ) -> Self {
+    /// The SubAccount `loaded` (at manifest index `index`) with its planned `step`, matched to
+    /// the sub account its plan found (or none), its credential looked up in `inventory`'s key
+    /// list; `None` for another kind or a resource without a plan (an error, paused).
+    pub fn of(index: usize, loaded: &Loaded, step: &Step, inventory: &Inventory) -> Option<Self> {
+        let (Resource::SubAccount(r), Step::SubAccount(p)) = (&loaded.resource, step) else {
+            return None;
+        };
+        let id = p.planned.found.map(|f| f.id);
         let credential_key = placement::credential_key_name(r);
         let found = id.map(|id| placement::credential(&credential_key, id, &inventory.api_keys));
         let key = found.as_ref().and_then(|f| f.as_ref().ok());
-        Self {
+        Some(Self {
             resource: r.clone(),
             at: (
                 loaded.resource.namespace().into(),
@@ -65,7 +65,7 @@ impl PlannedSubAccount {
                 credential: key.map(|k| k.key.clone()),
                 credential_key,
             },
-        }
+        })
     }
 
     /// `SubAccount "namespace/name"`, as messages name it.

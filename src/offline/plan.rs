@@ -4,7 +4,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use serde::Serialize;
 
 use crate::api::{ApiError, Client};
-use crate::crd::{ApiKey, SendingDomain, SubAccount};
+use crate::crd::{AdoptionPolicy, ApiKey, SendingDomain, SubAccount};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::{FieldChange, MatchedBy, natural_key, placement};
@@ -259,6 +259,7 @@ pub(crate) fn entry_of(loaded: &Loaded) -> Entry {
         name: loaded.resource.name().to_string(),
         source: loaded.source.to_string(),
         action: "error",
+        takes_over_files: AdoptionPolicy::annotated(loaded.resource.meta()).is_some(),
         ..Entry::default()
     }
 }
@@ -343,11 +344,7 @@ pub(crate) async fn build_with(
             .try_collect()
             .await?;
         for (i, e, step, placed) in planned {
-            let loaded = &resources[i];
-            if let (Resource::SubAccount(r), Step::SubAccount(p)) = (&loaded.resource, &step) {
-                let id = p.planned.found.map(|f| f.id);
-                subs.push(PlannedSubAccount::new(i, loaded, r, id, inventory));
-            }
+            subs.extend(PlannedSubAccount::of(i, &resources[i], &step, inventory));
             (entries[i], steps[i], inside[i]) = (e, step, placed);
         }
     }
@@ -362,8 +359,8 @@ pub(crate) async fn build_with(
     })
 }
 
-/// Plans an ApiKey or SendingDomain, inside the sub account of the SubAccount its
-/// `spec.subAccountRef` names (among the manifests) or in the account itself.
+/// Plans a resource inside the sub account of the SubAccount its `spec.subAccountRef` names
+/// (among the manifests), or in the account itself (a SubAccount, or no reference).
 ///
 /// Inside an existing sub account it is looked up among that sub account's objects only, and
 /// its calls will use the sub account's credential; inside one this apply creates, nothing of

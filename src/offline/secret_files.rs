@@ -17,7 +17,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::apply::Outcome;
 use super::plan::{Entry, OfflinePlan, Step};
-use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
+use crate::crd::ANNOTATION_ADOPTION_POLICY;
 use crate::engine::SecretRef;
 use crate::files::{Claim, SafeDir};
 
@@ -74,8 +74,7 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
         .zip(plan.steps.iter_mut())
         .zip(&plan.resources);
     for ((e, step), r) in rows.filter(|((e, s), _)| carried_out(e, s)) {
-        let adopts = AdoptionPolicy::annotated(r.meta()).is_some();
-        e.takes_over_files = adopts;
+        let adopts = e.takes_over_files;
         let users = "holds files not written for this resource by apply --secrets-dir";
         for (_, secret) in r.secret_names() {
             let problem = match place(dir, e, secret) {
@@ -202,6 +201,17 @@ pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, val
 mod tests {
     use super::*;
 
+    /// A `--secrets-dir` whose directory `default/ci-key` holds a file of the user's, `notes`
+    /// (no marker); the temporary root, the directory opened, and `default/ci-key`'s path.
+    fn users_dir() -> (tempfile::TempDir, SafeDir, std::path::PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let dir = SafeDir::open(root.path()).unwrap();
+        let secret = root.path().join("default/ci-key");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("notes"), "the user's").unwrap();
+        (root, dir, secret)
+    }
+
     fn outcome() -> Outcome {
         Outcome {
             entry: Entry {
@@ -220,11 +230,7 @@ mod tests {
     /// directory stays as the user left it, with no marker and no value written.
     #[test]
     fn user_files_put_there_after_the_plan_are_not_taken_over() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = SafeDir::open(root.path()).unwrap();
-        let secret = root.path().join("default/ci-key");
-        std::fs::create_dir_all(&secret).unwrap();
-        std::fs::write(secret.join("notes"), "the user's").unwrap();
+        let (_root, dir, secret) = users_dir();
 
         let mut o = outcome();
         write(&dir, &mut o, "ci-key", "apiKey", &"k-1".to_string().into());
@@ -232,11 +238,10 @@ mod tests {
         let error = o.entry.error.as_deref().unwrap_or_default();
         assert!(error.contains("default/ci-key"), "{error}");
         assert!(!error.contains("k-1"), "{error}");
-        let mut names: Vec<_> = std::fs::read_dir(&secret)
+        let names: Vec<_> = std::fs::read_dir(&secret)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        names.sort();
         assert_eq!(names, ["notes"]);
         assert!(o.secret_files.is_empty());
     }
@@ -245,11 +250,7 @@ mod tests {
     /// written beside them), as the plan said.
     #[test]
     fn user_files_are_taken_over_under_the_adoption_policy() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = SafeDir::open(root.path()).unwrap();
-        let secret = root.path().join("default/ci-key");
-        std::fs::create_dir_all(&secret).unwrap();
-        std::fs::write(secret.join("notes"), "the user's").unwrap();
+        let (_root, dir, secret) = users_dir();
 
         let mut o = outcome();
         o.entry.takes_over_files = true;
