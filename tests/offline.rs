@@ -1375,9 +1375,8 @@ async fn plan_shows_removals_and_unmanaged_objects() {
 
 /// `--secrets-dir` never follows a symbolic link below the directory: a link planted as the
 /// file is replaced (its target untouched), a link planted as a directory is refused before
-/// any call; an
-/// existing file gets mode 0600 whatever it had; a write that fails (the file's place is a
-/// directory, the directory is a file) fails the run naming the path.
+/// any call; an existing file gets mode 0600 whatever it had; a write that fails (the file's
+/// place is a directory, the directory is a file) fails the run naming the path.
 #[tokio::test]
 async fn secrets_dir_is_written_safely() {
     use std::os::unix::fs::{PermissionsExt, symlink};

@@ -16,14 +16,18 @@ use mailtarget_operator::crd::{ApiKey, ClusterAccount, SendingDomain, SubAccount
 use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
 use secrecy::ExposeSecret;
 
-/// An environment whose resync is long: what happens within a test's bounded waits was
-/// started by a watch event or an account change, not by the periodic resync.
-async fn env() -> Env {
-    Env::start_with(Options {
+/// Options whose resync is long: what happens within a test's bounded waits was started by a
+/// watch event or an account change, not by the periodic resync.
+fn options() -> Options {
+    Options {
         resync: Duration::from_secs(300),
         ..Default::default()
-    })
-    .await
+    }
+}
+
+/// An environment with [`options`].
+async fn env() -> Env {
+    Env::start_with(options()).await
 }
 
 /// Creates namespace `name` with `labels`.
@@ -1074,31 +1078,39 @@ async fn deleting_namespaces_leaves_nothing_stuck() {
 /// nothing else about the key or the SubAccount changes meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_late_in_the_cache_holds_nothing_up() {
-    use mailtarget_test_apiserver::RequestFilter;
     let env = env().await;
-    namespace(&env, "platform", &[]).await;
+    let faults = a_key_waiting_for_its_namespace(&env).await;
+    faults.clear_drops();
+    key_ready(&env, "team-late", "app", "True", "Available").await;
+}
+
+/// SubAccount `platform/tenant-late`, which selects namespaces labelled `team: late`, Available;
+/// then, with the operator's Namespace watch cut off (its GETs' connections dropped until
+/// `clear_drops`), namespace `team-late` so labelled and its ApiKey `app` placed in that
+/// SubAccount, which waits (`ReferenceNotReady`: the namespace is not in the operator's cache).
+async fn a_key_waiting_for_its_namespace(env: &Env) -> mailtarget_test_apiserver::Faults {
+    use mailtarget_test_apiserver::RequestFilter;
+    namespace(env, "platform", &[]).await;
     let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
     create(
         &subs,
         "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: tenant-late, namespace: platform}\nspec:\n  name: tenant-late\n  allowedNamespaces:\n    matchLabels: {team: late}\n",
     )
     .await;
-    ready::<SubAccount>(&env, "platform", "tenant-late", "True", "Available").await;
-    // The operator's watch of Namespaces is cut off: the namespace made now is not in its cache.
+    ready::<SubAccount>(env, "platform", "tenant-late", "True", "Available").await;
     let faults = env.server.faults();
     faults.drop_connections(RequestFilter::path("/api/v1/namespaces?").with_method("GET"));
     faults.drop_watches();
-    namespace(&env, "team-late", &[("team", "late")]).await;
+    namespace(env, "team-late", &[("team", "late")]).await;
     let reference = "  subAccountRef: {name: tenant-late, namespace: platform}\n";
-    api_key(&env, "team-late", "app", reference).await;
-    let waiting = key_ready(&env, "team-late", "app", "False", "ReferenceNotReady").await;
+    api_key(env, "team-late", "app", reference).await;
+    let waiting = key_ready(env, "team-late", "app", "False", "ReferenceNotReady").await;
     assert!(
         ready_message(&waiting).contains("not in the operator's cache yet"),
         "{}",
         ready_message(&waiting)
     );
-    faults.clear_drops();
-    key_ready(&env, "team-late", "app", "True", "Available").await;
+    faults
 }
 
 /// As above, when the namespace reaches the cache through a relist: the Namespace watch was
@@ -1107,34 +1119,13 @@ async fn a_namespace_late_in_the_cache_holds_nothing_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_relisted_late_holds_nothing_up() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    use mailtarget_test_apiserver::RequestFilter;
     const WINDOW: usize = 20;
     let env = Env::start_with(Options {
-        resync: Duration::from_secs(300),
         history_window: Some(WINDOW),
-        ..Default::default()
+        ..options()
     })
     .await;
-    namespace(&env, "platform", &[]).await;
-    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
-    create(
-        &subs,
-        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: tenant-late, namespace: platform}\nspec:\n  name: tenant-late\n  allowedNamespaces:\n    matchLabels: {team: late}\n",
-    )
-    .await;
-    ready::<SubAccount>(&env, "platform", "tenant-late", "True", "Available").await;
-    let faults = env.server.faults();
-    faults.drop_connections(RequestFilter::path("/api/v1/namespaces?").with_method("GET"));
-    faults.drop_watches();
-    namespace(&env, "team-late", &[("team", "late")]).await;
-    let reference = "  subAccountRef: {name: tenant-late, namespace: platform}\n";
-    api_key(&env, "team-late", "app", reference).await;
-    let waiting = key_ready(&env, "team-late", "app", "False", "ReferenceNotReady").await;
-    assert!(
-        ready_message(&waiting).contains("not in the operator's cache yet"),
-        "{}",
-        ready_message(&waiting)
-    );
+    let faults = a_key_waiting_for_its_namespace(&env).await;
     // More changes than the server keeps: the watch cannot resume where it stopped.
     let maps: Api<ConfigMap> = Api::namespaced(env.kube.clone(), "platform");
     for i in 0..=WINDOW {
