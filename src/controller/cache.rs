@@ -428,4 +428,46 @@ mod tests {
         assert_eq!(count(), 3);
         assert_eq!(cache.read(<[_]>::to_vec), vec![(2, "b")]);
     }
+
+    /// A doubt asks for a list fetched after the reader began, not only after the list it
+    /// doubts: a fetch already under way when the reader began does not answer it (cleanup
+    /// after a deletion doubts the cached list without reading it first).
+    #[tokio::test]
+    async fn a_fetch_under_way_before_the_reader_began_does_not_answer_its_doubt() {
+        let max_age = Duration::from_secs(60);
+        let cache = list();
+        let fetch = |items: Vec<(i64, &'static str)>| async move { Ok(items) };
+        cache
+            .ensure_fresh(max_age, || fetch(vec![(1, "seen")]))
+            .await
+            .unwrap();
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let (started, has_started) = tokio::sync::oneshot::channel::<Instant>();
+        // Another reader's fetch (the list aged), under way before the reader below began.
+        let under_way = cache.ensure_fresh(Duration::ZERO, || async move {
+            let _ = started.send(Instant::now());
+            let _ = wait.await;
+            Ok(vec![(1, "under way")])
+        });
+        let reader = async {
+            let started = has_started.await.unwrap();
+            let mut began = Instant::now();
+            while began <= started {
+                began = Instant::now();
+            }
+            assert!(cache.doubt(began, |_| true));
+            let _ = go.send(());
+        };
+        let (result, ()) = tokio::join!(under_way, reader);
+        result.unwrap();
+        cache
+            .ensure_fresh(max_age, || fetch(vec![(1, "after")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            cache.read(<[_]>::to_vec),
+            vec![(1, "after")],
+            "the list under way began before the reader"
+        );
+    }
 }

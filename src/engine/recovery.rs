@@ -69,4 +69,19 @@ mod tests {
             assert!(!may_have_committed(&e), "{e}");
         }
     }
+
+    /// A create without a definite answer whose lookup then fails with a definite error (a 401
+    /// after a key rotation, say) may still have happened: the error returned says so, so that
+    /// the caller keeps its pending-create marker and looks again, instead of taking the
+    /// lookup's error for the create's refusal (which would leave the object unowned).
+    #[tokio::test]
+    async fn a_failed_lookup_leaves_the_create_undecided() {
+        let lost = ApiError::from_status("POST /api-key", 500, None, b"");
+        let refused = ApiError::from_status("GET /api-key", 401, None, b"");
+        let create = async { Err::<(), _>(lost) };
+        let e = create_or_recover(create, || async { Err(refused) })
+            .await
+            .unwrap_err();
+        assert!(may_have_committed(&e), "{e}");
+    }
 }

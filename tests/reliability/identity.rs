@@ -244,33 +244,7 @@ async fn forward(State(p): State<Proxy>, req: Request) -> Response {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_missing_from_a_list_is_confirmed_before_any_create() {
     let mut rig = Rig::new(Rig::sim_config()).await;
-    let proxy = Proxy {
-        upstream: rig.sim.base_url().trim_end_matches('/').to_string(),
-        http: reqwest::Client::new(),
-        hidden: Arc::new(AtomicI64::new(0)),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new()
-        .fallback(forward)
-        .with_state(proxy.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    let mut config = ClientConfig::new(
-        format!("http://{addr}").parse().unwrap(),
-        rig.sim.transmission_url().parse().unwrap(),
-        KEY.to_string().into(),
-    );
-    config.retry = RetryPolicy {
-        max_retries: 2,
-        initial_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(200),
-    };
-    rig.start_operator_with(
-        settings(Duration::from_secs(1)),
-        ApiClient::new(config).unwrap(),
-    );
+    let proxy = start_behind_proxy(&mut rig).await;
     let keys: Api<ApiKey> = rig.api();
     create(&keys, &key_yaml("ci", &[])).await;
     let k = wait_for(&keys, "ci", "Ready", ready_now).await;
@@ -302,6 +276,82 @@ async fn an_id_missing_from_a_list_is_confirmed_before_any_create() {
     assert_eq!(rig.posts(), 0, "no second key: {:?}", rig.writes());
     assert_eq!(rig.sim.snapshot().api_keys.len(), 1);
     rig.stop_operator().await;
+}
+
+/// An id an `ObserveOnly` reconcile recorded is confirmed with one GET when it is missing from a
+/// list, as an owned one is: switched to `Full` with an adoption policy while its key is out of
+/// the list, the resource adopts that key and creates none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observed_id_missing_from_a_list_is_confirmed_before_any_create() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    let id = service_key(&operator_client(&rig.sim), "seen").await;
+    let proxy = start_behind_proxy(&mut rig).await;
+    let keys: Api<ApiKey> = rig.api();
+    create(
+        &keys,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: seen}\nspec: {secretName: seen-key, managementPolicy: ObserveOnly}\n",
+    )
+    .await;
+    let k = wait_for(&keys, "seen", "Ready (observed)", ready_now).await;
+    assert_eq!(k.status.and_then(|s| s.id), Some(id));
+
+    rig.sim.clear_request_log();
+    proxy.hidden.store(id, Ordering::SeqCst);
+    // Two list reads: the operator's cached list (one fetch at a time) is then one without it.
+    eventually("two list reads", || list_reads(&rig) >= 2).await;
+    let adopt = json!({
+        "metadata": {"annotations": {"mailtarget.co/adoption-policy": "AdoptOrCreate"}},
+        "spec": {"managementPolicy": "Full"},
+    });
+    (keys
+        .patch("seen", &PatchParams::default(), &Patch::Merge(adopt))
+        .await)
+        .unwrap();
+    let owned = |k: &ApiKey| k.status.as_ref().and_then(|s| s.ownership) == Some(Ownership::Owned);
+    let k = wait_for(&keys, "seen", "Ready and owned, or a create", move |k| {
+        owned(k) && ready_now(k)
+    })
+    .await;
+    assert_eq!(rig.posts(), 0, "no second key: {:?}", rig.writes());
+    assert_eq!(
+        k.status.and_then(|s| s.id),
+        Some(id),
+        "the observed key adopted"
+    );
+    assert_eq!(rig.sim.snapshot().api_keys.len(), 1);
+    rig.stop_operator().await;
+}
+
+/// Starts the operator calling the simulator through a [`Proxy`], and returns the proxy.
+async fn start_behind_proxy(rig: &mut Rig) -> Proxy {
+    let proxy = Proxy {
+        upstream: rig.sim.base_url().trim_end_matches('/').to_string(),
+        http: reqwest::Client::new(),
+        hidden: Arc::new(AtomicI64::new(0)),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new()
+        .fallback(forward)
+        .with_state(proxy.clone());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let mut config = ClientConfig::new(
+        format!("http://{addr}").parse().unwrap(),
+        rig.sim.transmission_url().parse().unwrap(),
+        KEY.to_string().into(),
+    );
+    config.retry = RetryPolicy {
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(200),
+    };
+    rig.start_operator_with(
+        settings(Duration::from_secs(1)),
+        ApiClient::new(config).unwrap(),
+    );
+    proxy
 }
 
 fn list_reads(rig: &Rig) -> usize {
