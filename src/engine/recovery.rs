@@ -19,7 +19,9 @@ pub fn may_have_committed(error: &ApiError) -> bool {
 /// Runs `create`; when it fails in a way that may have committed, runs `recover` (a lookup by
 /// natural key) and returns what it found.
 ///
-/// Errors: the create's error when nothing was recovered, or the lookup's error.
+/// Errors: the create's error when nothing was recovered, also when the lookup failed (its error
+/// is logged): whatever the lookup's answer, the create may have happened, and the caller must
+/// look again before creating (see [`may_have_committed`]).
 pub async fn create_or_recover<T, C, R, RF>(create: C, recover: R) -> Result<T, ApiError>
 where
     C: Future<Output = Result<T, ApiError>>,
@@ -30,9 +32,13 @@ where
         Ok(v) => Ok(v),
         Err(e) if may_have_committed(&e) => {
             tracing::warn!(error = %e, "create failed without a definite answer; looking the object up by its natural key");
-            match recover().await? {
-                Some(v) => Ok(v),
-                None => Err(e),
+            match recover().await {
+                Ok(Some(v)) => Ok(v),
+                Ok(None) => Err(e),
+                Err(lookup) => {
+                    tracing::warn!(error = %lookup, "the lookup after a create without a definite answer failed; the create may have happened");
+                    Err(e)
+                }
             }
         }
         Err(e) => Err(e),
