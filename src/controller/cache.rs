@@ -145,18 +145,16 @@ impl<T: Clone> CachedList<T> {
     /// `since` (see [`super::find::find_managed`]). A list whose fetch started
     /// at or after `since` is as new as the reader can ask for: false, the verdict stands.
     /// Otherwise `verdict` runs on the items; when it returns true the list it saw becomes
-    /// stale, and the next [`ensure_fresh`](Self::ensure_fresh) fetches a list that started
-    /// later, or reuses one that another reader started after it. Resources doubting the same
-    /// list (several stalled ones after a restart, say) thus share one fetch.
+    /// stale, and the next [`ensure_fresh`](Self::ensure_fresh) fetches a list that started at
+    /// or after `since`, or reuses one that another reader started then (never one under way
+    /// since before `since`). Resources doubting the same list (several stalled ones after a
+    /// restart, say) thus share one fetch.
     pub fn doubt(&self, since: Instant, verdict: impl FnOnce(&[T]) -> bool) -> bool {
         let mut g = self.state.locked();
         if g.fetched_at.is_some_and(|t| t >= since) || !verdict(&g.items) {
             return false;
         }
-        if let Some(seen) = g.fetched_at {
-            let after = seen + Duration::from_nanos(1);
-            g.not_before = Some(g.not_before.map_or(after, |t| t.max(after)));
-        }
+        g.not_before = Some(g.not_before.map_or(since, |t| t.max(since)));
         true
     }
 
