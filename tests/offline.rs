@@ -1104,6 +1104,53 @@ async fn accounts_follow_their_namespace_selector() {
     }
 }
 
+/// A resource its account refuses (`AccountNotAllowed`) holds no claim, as in a cluster: it
+/// never keeps the resource of a namespace the account allows from the object both name, by
+/// name (checked when the manifests are read) or by id (checked on the plan).
+#[tokio::test]
+async fn a_resource_its_account_refuses_claims_nothing() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("billing.key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let account = format!("billing=@{}", key_file.display());
+    let file = dir.path().join("accounts.yaml");
+    let path = file.to_str().unwrap();
+    let key = |namespace: &str, name: &str, annotations: &str| {
+        format!(
+            "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: {name}, namespace: {namespace}{annotations}}}\nspec:\n  name: {name}\n  secretName: {name}-key\n  accountRef: {{name: billing}}\n"
+        )
+    };
+    let account_yaml = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n  namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: team-a}}}}\n",
+        sim.base_url(),
+        sim.transmission_url()
+    );
+    let id = client(&sim)
+        .create_api_key(&mailtarget_operator::api::CreateApiKey {
+            name: Some("existing".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .id;
+    let by_id = format!(", annotations: {{mailtarget.co/external-id: \"{id}\"}}");
+    for (refused, allowed, action) in [
+        (key("team-z", "invoices", ""), "invoices", "create"),
+        (key("team-z", "grab", &by_id), "existing", "unchanged"),
+    ] {
+        let manifests = format!("{account_yaml}{refused}{}", key("team-a", allowed, ""));
+        std::fs::write(&file, manifests).unwrap();
+        let out = run_binary(&["plan", "-f", path, "--account", &account], Some(&sim)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{shown}");
+        assert!(shown.contains("AccountNotAllowed"), "{shown}");
+        assert!(!shown.contains("claimed"), "{shown}");
+        let planned = format!("ApiKey team-a/{allowed} (account billing): {action}");
+        assert!(shown.contains(&planned), "{shown}");
+    }
+}
+
 /// `destroy` carries out each resource's deletion policy: `Delete` deletes the key or domain,
 /// `Deactivate` deactivates the sub account, `Orphan` keeps the object; a second run finds the
 /// deleted objects absent and the sub account already deactivated, writes nothing and asks
