@@ -96,7 +96,9 @@ async fn apply_examples_then_nothing_changes() {
     let sim = simulator().await;
     let client = client(&sim);
     let set = manifest::load(&[single_account_examples().path().to_path_buf()]).unwrap();
-    let first = plan::build(&client, &set.resources).await.unwrap();
+    let first = plan::build(&client, &set.resources, &set.namespace_selectors)
+        .await
+        .unwrap();
     let s = first.summary();
     assert_eq!(
         (s.create, s.update, s.unchanged, s.error),
@@ -123,7 +125,9 @@ async fn apply_examples_then_nothing_changes() {
     assert_eq!(state.sending_domains.len(), 2);
 
     sim.clear_request_log();
-    let second = plan::build(&client, &set.resources).await.unwrap();
+    let second = plan::build(&client, &set.resources, &set.namespace_selectors)
+        .await
+        .unwrap();
     let s = second.summary();
     assert_eq!(
         (s.create, s.update, s.unchanged),
@@ -169,7 +173,9 @@ async fn spec_change_is_one_update_with_diff() {
     let set = manifest::load(&[single_account_examples().path().to_path_buf()]).unwrap();
     apply::run(
         &client,
-        &plan::build(&client, &set.resources).await.unwrap(),
+        &plan::build(&client, &set.resources, &set.namespace_selectors)
+            .await
+            .unwrap(),
         None,
     )
     .await;
@@ -180,7 +186,9 @@ async fn spec_change_is_one_update_with_diff() {
         .replacen("permissionIds: [1, 2]", "permissionIds: [1, 3]", 1);
     std::fs::write(dir.path().join("keys.yaml"), text).unwrap();
     let set = manifest::load(&[dir.path().to_path_buf()]).unwrap();
-    let p = plan::build(&client, &set.resources).await.unwrap();
+    let p = plan::build(&client, &set.resources, &set.namespace_selectors)
+        .await
+        .unwrap();
     let ci = p.entries.iter().find(|e| e.name == "ci-sender").unwrap();
     assert_eq!(ci.action, "update");
     assert_eq!(ci.changes.len(), 1);
@@ -872,7 +880,8 @@ async fn lost_answers_never_duplicate_in_the_cli() {
     let set = manifest::load(&[single_account_examples().path().to_path_buf()]).unwrap();
     let mut converged = false;
     for _ in 0..20 {
-        let Ok(planned) = plan::build(&client, &set.resources).await else {
+        let Ok(planned) = plan::build(&client, &set.resources, &set.namespace_selectors).await
+        else {
             continue;
         };
         if apply::run(&client, &planned, None).await.summary().error == 0 {
@@ -2208,7 +2217,9 @@ async fn tenants_apply_inside_their_sub_accounts() {
     let client = client(&sim);
     let tenants = examples().join("tenants");
     let set = manifest::load(std::slice::from_ref(&tenants)).unwrap();
-    let first = plan::build(&client, &set.resources).await.unwrap();
+    let first = plan::build(&client, &set.resources, &set.namespace_selectors)
+        .await
+        .unwrap();
     assert_eq!(first.summary().create, 8, "{:#?}", first.entries);
     let report = apply::run(&client, &first, None).await;
     assert_eq!(report.summary().error, 0, "{:#?}", report.outcomes);
@@ -2241,7 +2252,9 @@ async fn tenants_apply_inside_their_sub_accounts() {
     assert_eq!(state.api_keys.len(), 6, "no key outside the sub accounts");
 
     sim.clear_request_log();
-    let second = plan::build(&client, &set.resources).await.unwrap();
+    let second = plan::build(&client, &set.resources, &set.namespace_selectors)
+        .await
+        .unwrap();
     assert_eq!(second.summary().unchanged, 8, "{:#?}", second.entries);
     apply::run(&client, &second, None).await;
     let writes = sim

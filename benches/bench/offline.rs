@@ -67,7 +67,7 @@ pub async fn run(
     // with it) and per domain, one verify-txt per domain; reads: one page per (empty) list and
     // each key's detail (the list lacks permissions).
     let started = Instant::now();
-    let planned = plan::build(&client, &set.resources)
+    let planned = plan::build(&client, &set.resources, &set.namespace_selectors)
         .await
         .map_err(|e| e.to_string())?;
     let report = apply::run(&client, &planned, None).await;
@@ -92,7 +92,7 @@ pub async fn run(
     // each domain's detail (its DNS records are printed).
     sim.clear_request_log();
     let started = Instant::now();
-    let planned = plan::build(&client, &set.resources)
+    let planned = plan::build(&client, &set.resources, &set.namespace_selectors)
         .await
         .map_err(|e| e.to_string())?;
     let report = apply::run(&client, &planned, None).await;

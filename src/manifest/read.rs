@@ -96,7 +96,7 @@ pub fn load_with(paths: &[PathBuf], accounts: &[String]) -> Result<ManifestSet, 
             ),
         });
     }
-    check_cross_document(&set.resources, &mut errors);
+    check_cross_document(&set.resources, &set.namespace_selectors, &mut errors);
     check_accounts(&set.resources, accounts, &mut errors);
     if errors.is_empty() {
         Ok(set)
@@ -153,7 +153,7 @@ pub fn load_str(name: &str, text: &str) -> Result<ManifestSet, ManifestErrors> {
     let mut set = ManifestSet::default();
     let mut errors = Vec::new();
     read_stream(Path::new(name), text, &mut set, &mut errors);
-    check_cross_document(&set.resources, &mut errors);
+    check_cross_document(&set.resources, &set.namespace_selectors, &mut errors);
     check_accounts(&set.resources, &[], &mut errors);
     if errors.is_empty() {
         Ok(set)
@@ -578,7 +578,13 @@ fn metadata_problems(doc: &Value) -> Vec<Violation> {
 
 /// Problems that involve more than one document: the same object twice, two objects claiming
 /// the same API object (natural key), and references to SubAccounts that are not in the set.
-fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
+/// A resource its ClusterAccount refuses (`selectors`, see
+/// [`crate::offline::guards::account_allows`]) claims nothing: the plan reports its refusal.
+fn check_cross_document(
+    resources: &[Loaded],
+    selectors: &[(String, LabelSelector)],
+    errors: &mut Vec<ManifestError>,
+) {
     let mut objects: HashMap<(String, String, String), &Source> = HashMap::new();
     // A natural key names one object within an account (and an API key's within its sub
     // account: key names repeat across sub accounts).
@@ -630,6 +636,10 @@ fn check_cross_document(resources: &[Loaded], errors: &mut Vec<ManifestError>) {
             }
             Resource::SendingDomain(_) => String::new(),
         };
+        let refused = crate::offline::guards::account_allows(r, selectors).is_err();
+        if refused && !r.is_paused() {
+            continue;
+        }
         let (field, natural_key) = crate::engine::validate::natural_key(r);
         let claim = (r.kind(), account, placed, natural_key.clone());
         if let Some((first, first_id)) = natural.get(&claim) {

@@ -87,6 +87,7 @@ impl PlanArgs {
         destroying: bool,
     ) -> Result<Vec<(Target, plan::OfflinePlan)>, CliError> {
         let mut planned: Vec<(Target, plan::OfflinePlan)> = Vec::new();
+        let selectors = &set.namespace_selectors;
         for group in accounts::groups(set, &self.api, keys) {
             let named = |e: CliError| match group.label() {
                 Some(account) => CliError::InAccount {
@@ -103,13 +104,12 @@ impl PlanArgs {
                 }
             };
             let built = if destroying {
-                destroy::plan(&target.client, &group.resources).await
+                destroy::plan(&target.client, &group.resources, selectors).await
             } else {
-                plan::build(&target.client, &group.resources).await
+                plan::build(&target.client, &group.resources, selectors).await
             };
             match built {
                 Ok(mut plan) => {
-                    super::guards::accounts_allowed(&mut plan, &set.namespace_selectors);
                     plan.label(group.label());
                     planned.push((target, plan));
                 }

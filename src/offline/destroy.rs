@@ -6,6 +6,8 @@
 //! two resources matching one object fail the run before any write. Runs in the reverse of
 //! `apply`'s order: domains and keys first, then sub accounts.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
 use super::apply::{ApplyReport, Outcome, apply_one, failed, not_run, outcome};
 use super::inside::{PlannedSubAccount, placed_in};
 use super::plan::{Entry, OfflinePlan, Step, entry_of};
@@ -19,8 +21,14 @@ use crate::manifest::{Loaded, Resource};
 /// Plans the deletion of every resource of `resources` against the account (the three lists,
 /// no other read).
 ///
+/// `selectors` as [`super::plan::build`] takes them.
+///
 /// Errors: API failures while reading the lists.
-pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, ApiError> {
+pub async fn plan(
+    client: &Client,
+    resources: &[Loaded],
+    selectors: &[(String, LabelSelector)],
+) -> Result<OfflinePlan, ApiError> {
     let inventory = &Inventory::load(client).await?;
     let mut entries: Vec<Entry> = resources.iter().map(entry_of).collect();
     let mut steps = vec![Step::Invalid; resources.len()];
@@ -45,7 +53,7 @@ pub async fn plan(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, 
         }
     }
     let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
-    super::guards::apply(&mut entries, &mut steps, &resources, &[]);
+    super::guards::apply(&mut entries, &mut steps, &resources, &[], selectors);
     Ok(OfflinePlan {
         entries,
         steps,

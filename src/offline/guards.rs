@@ -27,12 +27,15 @@ pub const OBSERVE: &str = "observe";
 /// fails every resource whose matched API object another writing resource of the same kind also
 /// matched; every entry with an error ends with action `error` (counted as one). `entries`,
 /// `steps` and `resources` are parallel (one slot per resource).
-/// `inside` says which resources are placed inside a sub account (empty: none).
+/// `inside` says which resources are placed inside a sub account (empty: none); `selectors`
+/// are the manifests' ClusterAccount namespace selectors ([`account_allows`]), applied before
+/// the claims are compared, so that a resource its account refuses claims nothing.
 pub(crate) fn apply(
     entries: &mut [Entry],
     steps: &mut [Step],
     resources: &[Resource],
     inside: &[Option<Inside>],
+    selectors: &[(String, LabelSelector)],
 ) {
     for ((e, step), r) in entries.iter_mut().zip(steps.iter_mut()).zip(resources) {
         if e.error.is_some() {
@@ -62,6 +65,7 @@ pub(crate) fn apply(
         }
     }
     nothing_inside_skipped_sub_accounts(entries, steps, resources, inside);
+    accounts_allowed(entries, steps, resources, selectors);
     conflicts(entries, resources);
     for e in entries.iter_mut().filter(|e| e.error.is_some()) {
         e.action = "error";
@@ -222,40 +226,52 @@ pub(crate) fn reference_allowed(
     }
 }
 
-/// Refuses each resource of `plan` whose ClusterAccount, among the manifests with a
-/// `spec.namespaceSelector` (`selectors`, by account name), does not select the resource's
-/// namespace, as a cluster decides it (product design, "Accounts and tenancy": unset selects
-/// every namespace), knowing of the namespace only its name label ([`selects`]): the entry's
-/// error says `AccountNotAllowed`, and nothing of it is called. An undecidable selector gives
-/// a note.
-pub(crate) fn accounts_allowed(
-    plan: &mut super::plan::OfflinePlan,
+/// Whether `r` may use its ClusterAccount, as a cluster decides it with the account's
+/// `spec.namespaceSelector` (product design, "Accounts and tenancy": unset selects every
+/// namespace), among the manifests' selectors (`selectors`, by account name), knowing of the
+/// namespace only its name label ([`selects`]). `Ok(None)`: it may; `Ok(Some(note))`: only if
+/// the namespace's other labels match. A resource refused so holds no claim on any object.
+///
+/// Errors: for people, why a cluster refuses it (`AccountNotAllowed`).
+pub(crate) fn account_allows(
+    r: &Resource,
+    selectors: &[(String, LabelSelector)],
+) -> Result<Option<String>, String> {
+    // An Account (named `namespace/name`) serves its namespace only: no selector names it.
+    let account = super::accounts::of(r);
+    let Some((_, selector)) = selectors.iter().find(|(n, _)| *n == account) else {
+        return Ok(None);
+    };
+    let own = r.namespace();
+    match selects(selector, own) {
+        Selected::Yes => Ok(None),
+        Selected::No => Err(format!(
+            "AccountNotAllowed: ClusterAccount \"{account}\" does not let namespace \"{own}\" use it (its spec.namespaceSelector does not select it by name): in a cluster nothing would be called. Use another account, or select the namespace there"
+        )),
+        Selected::IfLabelsMatch => Ok(Some(format!(
+            "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{own}\" match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+        ))),
+    }
+}
+
+/// Refuses each resource whose account does not allow its namespace ([`account_allows`]): the
+/// entry's error says `AccountNotAllowed`, and nothing of it is called. An undecidable selector
+/// gives a note. A paused resource is left alone before any account is used, as in a cluster.
+fn accounts_allowed(
+    entries: &mut [Entry],
+    steps: &mut [Step],
+    resources: &[Resource],
     selectors: &[(String, LabelSelector)],
 ) {
-    let rows = (plan.entries.iter_mut())
-        .zip(plan.steps.iter_mut())
-        .zip(&plan.resources);
-    // A paused resource is left alone before any account is used, as in a cluster.
+    let rows = entries.iter_mut().zip(steps.iter_mut()).zip(resources);
     for ((e, step), r) in rows.filter(|((e, _), _)| e.action != PAUSED) {
-        // An Account (named `namespace/name`) serves its namespace only: no selector names it.
-        let account = super::accounts::of(r);
-        let Some((_, selector)) = selectors.iter().find(|(n, _)| *n == account) else {
-            continue;
-        };
-        let own = r.namespace();
-        match selects(selector, own) {
-            Selected::Yes => {}
-            Selected::No if e.error.is_none() => {
-                e.error = Some(format!(
-                    "AccountNotAllowed: ClusterAccount \"{account}\" does not let namespace \"{own}\" use it (its spec.namespaceSelector does not select it by name): in a cluster nothing would be called. Use another account, or select the namespace there"
-                ));
-                e.action = "error";
-                *step = super::plan::Step::Invalid;
+        match account_allows(r, selectors) {
+            Ok(note) => e.notes.extend(note),
+            Err(refused) if e.error.is_none() => {
+                e.error = Some(refused);
+                *step = Step::Invalid;
             }
-            Selected::No => {}
-            Selected::IfLabelsMatch => e.notes.push(format!(
-                "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{own}\" match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
-            )),
+            Err(_) => {}
         }
     }
 }

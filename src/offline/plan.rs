@@ -1,6 +1,7 @@
 //! Building the plan: one [`Entry`] per resource, from the manifests and the account.
 
 use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Serialize;
 
 use crate::api::{ApiError, Client};
@@ -301,11 +302,19 @@ fn planned<K: ManagedKind>(
 /// not carry (a sub account's `ipPoolId`, a key's permissions or allowed IPs); those GETs run
 /// concurrently, within the client's request budget.
 ///
+/// `selectors` are the manifests' ClusterAccount namespace selectors
+/// ([`crate::manifest::ManifestSet::namespace_selectors`]): a resource its account refuses is an
+/// entry with error `AccountNotAllowed`, and claims no object.
+///
 /// Errors: API failures while reading. Problems of single resources (ambiguous matches, keys
 /// that cannot be created) are entries with action `error`.
-pub async fn build(client: &Client, resources: &[Loaded]) -> Result<OfflinePlan, ApiError> {
+pub async fn build(
+    client: &Client,
+    resources: &[Loaded],
+    selectors: &[(String, LabelSelector)],
+) -> Result<OfflinePlan, ApiError> {
     let inventory = Inventory::load(client).await?;
-    build_with(client, resources, &inventory).await
+    build_with(client, resources, &inventory, selectors).await
 }
 
 /// How many detail reads planning runs at once; the client's request budget is the real limit.
@@ -315,6 +324,7 @@ pub(crate) async fn build_with(
     client: &Client,
     resources: &[Loaded],
     inventory: &Inventory,
+    selectors: &[(String, LabelSelector)],
 ) -> Result<OfflinePlan, ApiError> {
     let mut entries = vec![Entry::default(); resources.len()];
     let mut steps = vec![Step::Invalid; resources.len()];
@@ -349,7 +359,7 @@ pub(crate) async fn build_with(
         }
     }
     let resources: Vec<Resource> = resources.iter().map(|l| l.resource.clone()).collect();
-    super::guards::apply(&mut entries, &mut steps, &resources, &inside);
+    super::guards::apply(&mut entries, &mut steps, &resources, &inside, selectors);
     Ok(OfflinePlan {
         unmanaged: unmanaged(&entries, &steps, inventory),
         entries,
