@@ -779,13 +779,31 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
     )
     .await;
     key_ready(&env, "team-a", "by-id", "False", "CredentialReserved").await;
+    // Nor from outside the sub account: a company-level ApiKey (no subAccountRef) naming the
+    // credential by id, of the SubAccount's namespace or of a tenant's (by-id gone first: it
+    // claims the same id).
+    let uid = keys.get("by-id").await.unwrap().metadata.uid.unwrap();
+    keys.delete("by-id", &Default::default()).await.unwrap();
+    common::wait_deleted(&keys, "by-id", &uid).await;
+    for namespace in ["team-a", "platform"] {
+        let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), namespace);
+        create(
+            &keys,
+            &format!(
+                "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: outside\n  namespace: {namespace}\n  annotations: {{mailtarget.co/external-id: \"{}\", mailtarget.co/adoption-policy: Adopt}}\nspec:\n  secretName: outside-key\n",
+                credential.id
+            ),
+        )
+        .await;
+        key_ready(&env, namespace, "outside", "False", "CredentialReserved").await;
+    }
     assert!(
         service_writes(&env.sim).is_empty(),
         "{:?}",
         service_writes(&env.sim)
     );
     let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
-    for name in ["grab-key", "by-id-key"] {
+    for name in ["grab-key", "by-id-key", "outside-key"] {
         assert!(
             secrets.get_opt(name).await.unwrap().is_none(),
             "no Secret {name}"
