@@ -90,7 +90,7 @@ pub fn refuse_credential<K: ManagedKind>(
     (named || (found.is_some() && found == *id)).then(|| {
         let id = id.map(|id| format!(" {id}")).unwrap_or_default();
         format!(
-            "API key{id} \"{credential}\" is the operator's credential in this sub account and no resource may manage it; nothing is called. Give this key another name (or remove the {} annotation)",
+            "API key{id} \"{credential}\" is the operator's credential inside its sub account and no resource may manage it; nothing is called. Give this key another name (or remove the {} annotation)",
             crate::crd::ANNOTATION_EXTERNAL_ID
         )
     })
