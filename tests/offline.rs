@@ -2641,7 +2641,7 @@ async fn json_output_reports_errors_that_stop_the_run() {
 /// The operator's credential inside a sub account is no tenant's, in `plan`, `apply` and
 /// `destroy` as in a cluster: an ApiKey placed inside the sub account that names it (by name,
 /// or by external-id) is refused as `CredentialReserved` before any write, also before the sub
-/// account exists; a resource of the SubAccount's own namespace may manage it only when the
+/// account exists, and so is one outside it naming the credential by external-id; a resource of the SubAccount's own namespace may manage it only when the
 /// SubAccount names it (`spec.credentialKeyName`).
 #[tokio::test]
 async fn the_credential_is_reserved_in_the_cli() {
@@ -2683,6 +2683,14 @@ async fn the_credential_is_reserved_in_the_cli() {
             platform.clone() + &key("mailtarget-operator", ""),
         ),
         ("by external-id", platform.clone() + &key("other", &by_id)),
+        (
+            "from outside, by external-id",
+            platform.clone()
+                + &key("other", &by_id).replace(
+                    "  subAccountRef: {name: tenant-a, namespace: platform}\n",
+                    "",
+                ),
+        ),
     ] {
         for command in ["plan", "apply", "destroy"] {
             let file = dir.path().join("grab.yaml");
