@@ -1113,6 +1113,39 @@ async fn accounts_follow_their_namespace_selector() {
     }
 }
 
+/// A reader of the output that goes away (`… | head -1`) ends the output quietly, as Unix
+/// filters end: no panic, and the exit code is the command's own. The output of each command
+/// here is larger than a pipe holds, so a write fails after the reader is gone.
+#[tokio::test]
+async fn a_reader_gone_away_ends_the_output_quietly() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.yaml");
+    let text: String = (0..1500)
+        .map(|i| format!("---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: key-{i}}}\nspec: {{secretName: key-{i}}}\n"))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    let path = file.to_str().unwrap();
+    for args in [
+        vec!["plan", "-f", path],
+        vec!["plan", "-f", path, "-o", "json"],
+        vec!["crds"],
+    ] {
+        let mut cmd = command(env!("CARGO_BIN_EXE_mailtarget-operator"), &args, Some(&sim));
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        drop(child.stdout.take());
+        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .expect("the command ends")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
 /// A resource its account refuses (`AccountNotAllowed`) holds no claim, as in a cluster: it
 /// never keeps the resource of a namespace the account allows from the object both name, by
 /// name (checked when the manifests are read) or by id (checked on the plan).
