@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use mailtarget_operator::cli::output::{stderr, stdout};
 use mailtarget_operator::cli::probe::{ProbeArgs, run_probe};
 use mailtarget_operator::cli::{ApiArgs, CliError};
 use mailtarget_operator::controller::{LogFormat, RunArgs};
@@ -77,7 +78,7 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
     use mailtarget_operator::crd::generate;
     let render = |e: serde_yaml::Error| CliError::Config(format!("cannot render CRDs: {e}"));
     let Some(dir) = out_dir else {
-        print!("{}", generate::crds_yaml().map_err(render)?);
+        stdout(&generate::crds_yaml().map_err(render)?)?;
         return Ok(0);
     };
     // No symbolic link below DIR is followed and no parent of DIR is created.
@@ -86,10 +87,9 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
         let yaml = generate::crd_yaml(&crd).map_err(render)?;
         let path = dir.write(&[&generate::file_name(&crd)], yaml.as_bytes(), 0o644)?;
         let wrote = format!("wrote {}", path.display());
-        eprintln!(
-            "{}",
-            mailtarget_operator::text::printable(&wrote, mailtarget_operator::text::MAX_LINE_CHARS)
-        );
+        let wrote =
+            mailtarget_operator::text::printable(&wrote, mailtarget_operator::text::MAX_LINE_CHARS);
+        stderr(&format!("{wrote}\n"));
     }
     Ok(0)
 }
@@ -190,9 +190,9 @@ async fn cli_main() -> ExitCode {
             let code = if errors_exit_1 { 1 } else { e.exit_code() };
             // Under `-o json` the output stays JSON, also when the run stopped before a plan.
             if json_output {
-                println!("{}", e.to_json(code));
+                let _ = stdout(&format!("{}\n", e.to_json(code)));
             }
-            eprintln!("error: {}", e.for_terminal());
+            stderr(&format!("error: {}\n", e.for_terminal()));
             ExitCode::from(code)
         }
     }

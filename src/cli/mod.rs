@@ -1,5 +1,6 @@
 //! Command-line pieces shared by the subcommands: how to reach the service, logging, errors.
 
+pub mod output;
 pub mod probe;
 
 use std::path::PathBuf;

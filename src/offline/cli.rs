@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use super::accounts::{self, AccountKey};
 use super::render::{self, OutputFormat};
 use super::{apply, destroy, plan};
+use crate::cli::output::{stderr, stdout};
 use crate::cli::{ApiArgs, CliError, Target};
 use crate::files::SafeDir;
 use crate::manifest;
@@ -69,7 +70,7 @@ impl PlanArgs {
                     "note: --account {}: no resource uses this account",
                     key.name
                 );
-                eprintln!("{}", printable(&note, MAX_LINE_CHARS));
+                stderr(&format!("{}\n", printable(&note, MAX_LINE_CHARS)));
             }
         }
         Ok((set, keys))
@@ -171,13 +172,10 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
     let planned = args.plan_accounts(&loaded, false).await?;
     let plan = merged(&planned);
     shutdown(planned).await;
-    print!(
-        "{}",
-        match args.output {
-            OutputFormat::Text => render::plan_text(&plan, false),
-            OutputFormat::Json => render::plan_json(&plan, false),
-        }
-    );
+    stdout(&match args.output {
+        OutputFormat::Text => render::plan_text(&plan, false),
+        OutputFormat::Json => render::plan_json(&plan, false),
+    })?;
     let summary = plan.summary();
     Ok(if plan.has_errors() {
         1
@@ -232,8 +230,11 @@ async fn carry_out(
     let done = if deletes { "destroyed" } else { "applied" };
     let why = if plan.has_errors() {
         match output {
-            OutputFormat::Json => print!("{}", render::plan_json(&plan, deletes)),
-            OutputFormat::Text => eprint!("{}", render::plan_text(&plan, deletes)),
+            // Exit code 1 follows whether the plan could be written or not.
+            OutputFormat::Json => {
+                let _ = stdout(&render::plan_json(&plan, deletes));
+            }
+            OutputFormat::Text => stderr(&render::plan_text(&plan, deletes)),
         }
         Some(": fix the errors in the plan first")
     } else if approve(&plan) {
@@ -241,12 +242,12 @@ async fn carry_out(
     } else {
         // Not approved: the plan was shown as text for the question; JSON readers get it too.
         if matches!(output, OutputFormat::Json) {
-            print!("{}", render::plan_json(&plan, deletes));
+            let _ = stdout(&render::plan_json(&plan, deletes));
         }
         Some("")
     };
     if let Some(why) = why {
-        eprintln!("Nothing was {done}{why}.");
+        stderr(&format!("Nothing was {done}{why}.\n"));
         shutdown(planned).await;
         return 1;
     }
@@ -263,7 +264,10 @@ async fn carry_out(
         OutputFormat::Json => render::apply_json(&report, deletes),
         OutputFormat::Text => render::apply_text(&report, deletes),
     };
-    print!("{text}");
+    if let Err(e) = stdout(&text) {
+        stderr(&format!("error: the report could not be written: {e}\n"));
+        return 1;
+    }
     if report.summary().error > 0 { 1 } else { 0 }
 }
 
@@ -315,22 +319,21 @@ pub async fn run_destroy(args: DestroyArgs) -> Result<i32, CliError> {
 /// standard input held the manifests (`manifests_on_stdin`; the caller must pass
 /// `--auto-approve`), or without `yes`.
 fn approved(plan: &plan::OfflinePlan, manifests_on_stdin: bool) -> bool {
-    use std::io::{BufRead, IsTerminal, Write};
-    eprint!("{}", render::plan_text(plan, true));
+    use std::io::{BufRead, IsTerminal};
+    stderr(&render::plan_text(plan, true));
     if manifests_on_stdin {
-        eprintln!(
-            "destroy carries out the plan above (objects matched by external-id or by name): standard input holds the manifests, so it cannot confirm; pass --auto-approve, or give the manifests as files"
+        stderr(
+            "destroy carries out the plan above (objects matched by external-id or by name): standard input holds the manifests, so it cannot confirm; pass --auto-approve, or give the manifests as files\n",
         );
         return false;
     }
     if !std::io::stdin().is_terminal() {
-        eprintln!(
-            "destroy carries out the plan above (objects matched by external-id or by name): run it on a terminal to confirm, or pass --auto-approve"
+        stderr(
+            "destroy carries out the plan above (objects matched by external-id or by name): run it on a terminal to confirm, or pass --auto-approve\n",
         );
         return false;
     }
-    eprint!("Type yes to carry out the plan above: ");
-    let _ = std::io::stderr().flush();
+    stderr("Type yes to carry out the plan above: ");
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     answer.trim() == "yes"
@@ -339,6 +342,6 @@ fn approved(plan: &plan::OfflinePlan, manifests_on_stdin: bool) -> bool {
 fn report_skipped(set: &manifest::ManifestSet) {
     for (source, what, why) in &set.skipped {
         let note = format!("note: skipped {what} at {source}: {why}");
-        eprintln!("{}", printable(&note, MAX_LINE_CHARS));
+        stderr(&format!("{}\n", printable(&note, MAX_LINE_CHARS)));
     }
 }
