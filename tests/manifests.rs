@@ -121,3 +121,25 @@ fn names_are_checked_as_the_api_server_checks_them() {
         assert!(errors.contains(field), "{field}: {errors}");
     }
 }
+
+/// API groups are case-sensitive, as the API server reads them: a document whose group differs
+/// from `mailtarget.co` in case only is a typo to report, not another group's document to skip
+/// (skipped, it would make `plan --detailed-exitcode` say "no changes"). Another group is
+/// skipped.
+#[test]
+fn a_group_written_in_another_case_is_an_error() {
+    let doc = |api_version: &str| {
+        format!(
+            "apiVersion: {api_version}\nkind: SubAccount\nmetadata: {{name: a}}\nspec: {{name: a}}\n"
+        )
+    };
+    let errors = load_str("sub.yaml", &doc("Mailtarget.co/v1alpha1"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        errors.contains("use \"mailtarget.co/v1alpha1\""),
+        "{errors}"
+    );
+    let set = load_str("sub.yaml", &doc("example.com/v1")).unwrap();
+    assert_eq!((set.resources.len(), set.skipped.len()), (0, 1));
+}
