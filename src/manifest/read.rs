@@ -429,7 +429,9 @@ fn read_document(
         }
         return;
     }
-    if api_version.split('/').next() != Some(GROUP) {
+    // A group that differs in case only is a typo (groups are case-sensitive), reported below.
+    let group = api_version.split('/').next().unwrap_or_default();
+    if !group.eq_ignore_ascii_case(GROUP) {
         let described = format!("{}/{} {}", shown(api_version), shown(kind), quoted(name));
         set.skipped.push((source, described, NOT_OURS));
         return;
