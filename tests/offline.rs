@@ -328,6 +328,31 @@ async fn binary_apply_output_and_secrets_dir() {
         doc["summary"],
         serde_json::json!({"create": 0, "update": 0, "unchanged": 5, "paused": 0, "observe": 0, "error": 0})
     );
+
+    // Applying again changes nothing, files included: each holds its value already, and stays
+    // the same file (a watcher of the directory sees no change), and none is reported written.
+    use std::os::unix::fs::MetadataExt;
+    let files = [key_file.clone(), key_file.with_file_name("..owner")];
+    let before: Vec<u64> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().ino())
+        .collect();
+    let examples = single_account_examples();
+    let again = ["apply", "-f", examples.path().to_str().unwrap()];
+    let out = run_binary(
+        &[&again[..], &["--secrets-dir", dir.path().to_str().unwrap()]].concat(),
+        Some(&sim),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(!stdout.contains("secret written"), "{stdout}");
+    let after: Vec<u64> = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().ino())
+        .collect();
+    assert_eq!(before, after, "the files were not written again");
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap(), value);
 }
 
 /// `--simulate` needs no key; without it and without a key the error says what to set.
