@@ -7,7 +7,9 @@
 //! below it, as a directory or as the file, is refused or replaced, never followed. Missing
 //! levels below it are created (mode 0700); its own parents never are. A file is written to a
 //! new temporary file in its final directory, synced, given its mode (whatever the old file had)
-//! and renamed over the old one: a failed write leaves the previous content intact.
+//! and renamed over the old one: a failed write leaves the previous content intact. A file that
+//! holds the content already, with the mode, is left as it is (a second `apply` changes
+//! nothing, and a watcher of the directory sees nothing).
 
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -91,11 +93,12 @@ impl SafeDir {
     }
 
     /// Writes `content` to `levels` below this directory (the last level is the file name),
-    /// with permission bits `mode` (0600 for secrets). Returns the file's path.
+    /// with permission bits `mode` (0600 for secrets), unless a regular file there holds
+    /// `content` with `mode` already. Returns the file's path and whether it was written.
     ///
     /// Errors: a level that is a symbolic link or not a directory, a level that is `.`, `..`,
     /// empty or holds `/`, the file being a directory, or any I/O failure (the old file stays).
-    pub fn write(&self, levels: &[&str], content: &[u8], mode: u32) -> Result<PathBuf, FileError> {
+    pub fn write(&self, levels: &[&str], content: &[u8], mode: u32) -> Result<Written, FileError> {
         let (file, dirs) = levels
             .split_last()
             .ok_or_else(|| io(&self.path, "no file name"))?;
@@ -104,9 +107,41 @@ impl SafeDir {
         };
         check_level(&path, file)?;
         path.push(file);
-        write_replacing(&parent, file, &path, content, mode)?;
-        Ok(path)
+        let changed = !holds(&parent, file, content, mode);
+        if changed {
+            write_replacing(&parent, file, &path, content, mode)?;
+        }
+        Ok(Written { path, changed })
     }
+}
+
+/// What [`SafeDir::write`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The file's path.
+    pub path: PathBuf,
+    /// False when the file held the content with the mode already, and was left as it was.
+    pub changed: bool,
+}
+
+/// True when `name` in `at` is a regular file (not followed) with permission bits `mode` that
+/// holds `content`. Any doubt (an error, another kind of file) answers false: the file is written.
+fn holds(at: &OwnedFd, name: &str, content: &[u8], mode: u32) -> bool {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::openat(at, name, flags, Mode::empty()) else {
+        return false;
+    };
+    let Ok(stat) = rustix::fs::fstat(&fd) else {
+        return false;
+    };
+    let regular =
+        rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile;
+    if !regular || stat.st_mode & 0o7777 != mode || stat.st_size as u64 != content.len() as u64 {
+        return false;
+    }
+    let mut held = Vec::with_capacity(content.len());
+    let mut file = std::io::Read::take(std::fs::File::from(fd), content.len() as u64 + 1);
+    std::io::Read::read_to_end(&mut file, &mut held).is_ok() && held == content
 }
 
 /// Who a directory below a [`SafeDir`] belongs to, from the marker file it holds
@@ -330,11 +365,40 @@ mod tests {
     fn writes_with_the_mode() {
         let dir = tempfile::tempdir().unwrap();
         let safe = SafeDir::open(dir.path()).unwrap();
-        let path = safe.write(&["a", "b", "f"], b"v", 0o600).unwrap();
+        let written = safe.write(&["a", "b", "f"], b"v", 0o600).unwrap();
+        let path = written.path;
+        assert!(written.changed);
         assert_eq!(path, dir.path().join("a/b/f"));
         assert_eq!(std::fs::read(&path).unwrap(), b"v");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    /// A file that holds the content with the mode is left as it is (the same inode); another
+    /// content, another mode, or a symbolic link in its place is written (the link replaced,
+    /// not followed).
+    #[test]
+    fn a_file_holding_the_content_is_left_as_it_is() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        let inode = |p: &Path| std::fs::symlink_metadata(p).unwrap().ino();
+        let path = safe.write(&["a", "f"], b"v", 0o600).unwrap().path;
+        let first = inode(&path);
+        assert!(!safe.write(&["a", "f"], b"v", 0o600).unwrap().changed);
+        assert_eq!(inode(&path), first);
+        for (content, mode) in [(&b"w"[..], 0o600), (b"w", 0o644)] {
+            let before = inode(&path);
+            assert!(safe.write(&["a", "f"], content, mode).unwrap().changed);
+            assert_ne!(inode(&path), before, "{content:?} {mode:o}");
+        }
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"w").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(safe.write(&["a", "f"], b"w", 0o600).unwrap().changed);
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
     }
 
     /// A directory's claim: free when missing or empty, else its marker's content, or unmarked

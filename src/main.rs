@@ -85,8 +85,13 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
     let dir = mailtarget_operator::files::SafeDir::open(dir)?;
     for crd in generate::all_crds() {
         let yaml = generate::crd_yaml(&crd).map_err(render)?;
-        let path = dir.write(&[&generate::file_name(&crd)], yaml.as_bytes(), 0o644)?;
-        let wrote = format!("wrote {}", path.display());
+        let written = dir.write(&[&generate::file_name(&crd)], yaml.as_bytes(), 0o644)?;
+        let did = if written.changed {
+            "wrote"
+        } else {
+            "unchanged"
+        };
+        let wrote = format!("{did} {}", written.path.display());
         let wrote =
             mailtarget_operator::text::printable(&wrote, mailtarget_operator::text::MAX_LINE_CHARS);
         stderr(&format!("{wrote}\n"));

@@ -188,7 +188,9 @@ pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, val
         dir.write(&[namespace, secret, key], bytes, 0o600)
     })();
     match written {
-        Ok(path) => o.secret_files.push(path),
+        // A file that held the value already is not written again, nor reported.
+        Ok(written) if written.changed => o.secret_files.push(written.path),
+        Ok(_) => {}
         // The value was obtained but not stored: the run fails, naming the file.
         Err(e) => {
             o.result = "failed";
