@@ -296,6 +296,45 @@ async fn a_sub_account_needs_a_company_key() {
     env.stop().await;
 }
 
+/// Through an account whose key is a sub account's, an ApiKey's name is looked up where its
+/// keys are (that sub account), as through a company key among the company's: an existing key
+/// of the same name is found (`AlreadyExists` without an adoption policy, no write), never
+/// created a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_through_a_sub_account_key_are_found() {
+    let env = env().await;
+    let team = env
+        .api
+        .create_sub_account(&CreateSubAccount {
+            name: Some("team".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("team-operator".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let key = team.api_keys[0].key.expose_secret().to_string();
+    cluster_account(&env, &env.sim, "team", &key, "  scope: SubAccount\n").await;
+    let team_client = env.api.calling_as(key.clone().into()).unwrap();
+    let existing = team_client
+        .create_api_key(&CreateApiKey {
+            name: Some("app".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(existing.sub_account_id, team.id);
+    env.sim.clear_request_log();
+    api_key(&env, "default", "app", "  accountRef: {name: team}\n").await;
+    key_ready(&env, "default", "app", "False", "AlreadyExists").await;
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "{:?}",
+        service_writes(&env.sim)
+    );
+    env.stop().await;
+}
+
 /// Adoption through a ClusterAccount without `adoptionNamespaceSelector` is the operator
 /// namespace's right only: a tenant's ApiKey asking to adopt an existing key (by name with the
 /// adoption policy, or by external-id) is `Stalled/AdoptionNotAllowed` with no call and no
