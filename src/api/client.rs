@@ -167,6 +167,12 @@ impl Client {
         key
     }
 
+    /// True when `key` is the key this client calls with now: how a front end finds the
+    /// client's own entry in a key list (which holds the values), and so the key's scope.
+    pub fn holds_key(&self, key: &secrecy::SecretString) -> bool {
+        self.inner.credential.current().key.expose_secret() == key.expose_secret()
+    }
+
     /// Base URL of the management API.
     pub fn api_url(&self) -> &Url {
         &self.inner.api_url

@@ -55,7 +55,12 @@ pub async fn converge<K: Managed>(
     let adoption = identity::adoption_policy(ctx, obj).filter(|_| usage.may_adopt);
     let placement = place(obj, ctx, old, &usage).await?;
     let (by_name_is_own, api, reserved) = match &placement {
-        Placement::Account => (false, service.client(), None),
+        Placement::Account => {
+            if let Some(id) = own_sub_account::<K>(&usage, old).await? {
+                K::in_sub_account(&mut desired, id);
+            }
+            (false, service.client(), None)
+        }
         Placement::SubAccount {
             id,
             managed,
@@ -84,6 +89,24 @@ pub async fn converge<K: Managed>(
     converge_placed(obj, ctx, old, revision, desired, target)
         .await
         .map_err(|failure| refused_key(failure, &placement, &usage))
+}
+
+/// The sub account of `usage`'s key, unless it is known to be a company key: from its own entry
+/// in the account's cached key list ([`crate::engine::placement::own_sub_account`]). A resource
+/// reconciled through it lives there, and is looked up there, as one placed inside it.
+///
+/// Errors: the key list's.
+async fn own_sub_account<K: Managed>(
+    usage: &Usage,
+    old: &K::Status,
+) -> Result<Option<i64>, Box<Failure<K::Status>>> {
+    if usage.scope == Some(crate::crd::KeyScope::Company) {
+        return Ok(None);
+    }
+    let keys = (usage.service.fresh::<crate::crd::ApiKey>().await)
+        .map_err(|e| Failure::api(e, "listing API keys", old))?;
+    let client = usage.service.client();
+    Ok(keys.read(|keys| crate::engine::placement::own_sub_account(keys, client)))
 }
 
 /// Where a placed resource's calls go (see [`converge_placed`]).

@@ -17,6 +17,21 @@ pub const OPERATOR_KEY_NAME: &str = "mailtarget-operator";
 /// object inside, and a natural key unique at the service that exists elsewhere is reported.
 pub const NOT_CREATED_YET: i64 = -1;
 
+/// The sub account of the key `client` calls with, from its own entry in the key list `keys`:
+/// what a sub account's key creates lands in its sub account, and its lists show only that sub
+/// account (interface document, "API keys"; product design, "Scope of a key"). `None` for a
+/// company key, or a key the list does not show. A resource not placed inside a sub account
+/// lives where its account's key does: front ends place it there
+/// ([`ManagedKind::in_sub_account`]), so that its lookups compare names among that sub
+/// account's objects, as they compare a company key's among the company's.
+pub fn own_sub_account(
+    keys: &[crate::api::ApiKeyListItem],
+    client: &crate::api::Client,
+) -> Option<i64> {
+    let own = keys.iter().find(|k| client.holds_key(&k.key))?;
+    (own.sub_account_id != crate::api::COMPANY_SUB_ACCOUNT_ID).then_some(own.sub_account_id)
+}
+
 /// The name of the key the operator calls with inside `r`'s sub account:
 /// `spec.credentialKeyName`, else the first key's (`spec.apiKey.name`, else the sub account
 /// name, when `spec.apiKey` is set), else [`OPERATOR_KEY_NAME`].

@@ -46,6 +46,8 @@ pub struct Usage {
     pub may_adopt: bool,
     /// Built from the operator's flags (`--api-key`), not from a ClusterAccount object.
     pub from_flags: bool,
+    /// The scope of its key, when declared or found (see [`KeyScope`]).
+    pub scope: Option<KeyScope>,
 }
 
 /// Why a resource may not be reconciled through the account it names: the `Ready` condition's
@@ -202,6 +204,7 @@ impl AccountRegistry {
             service: handle.service,
             may_adopt,
             from_flags: handle.from_flags,
+            scope: handle.scope,
         })
     }
 
