@@ -1171,6 +1171,49 @@ async fn a_reader_gone_away_ends_the_output_quietly() {
     }
 }
 
+/// Through a sub account's key, a key's name is looked up where that key's objects are (its sub
+/// account), as a company key's among the company's: an existing key of the name is adopted
+/// (`unchanged`), never created a second time.
+#[tokio::test]
+async fn names_through_a_sub_account_key_are_found_in_the_cli() {
+    let sim = simulator().await;
+    let team = client(&sim)
+        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
+            name: Some("team".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("team-operator".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let key = team.api_keys[0].key.clone();
+    let team_client = client(&sim).calling_as(key.clone()).unwrap();
+    let app = CreateApiKey {
+        name: Some("app".into()),
+        ..Default::default()
+    };
+    team_client.create_api_key(&app).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("app.yaml");
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app}\nspec: {secretName: app-key}\n";
+    std::fs::write(&file, text).unwrap();
+    sim.clear_request_log();
+    for run in ["plan", "apply"] {
+        let args = [run, "-f", file.to_str().unwrap()];
+        let mut cmd = command(env!("CARGO_BIN_EXE_mailtarget-operator"), &args, Some(&sim));
+        use secrecy::ExposeSecret;
+        cmd.env("MAILTARGET_API_KEY", key.expose_secret());
+        let out = output(cmd).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{run}: {shown}");
+        assert!(
+            shown.contains("ApiKey default/app: unchanged"),
+            "{run}: {shown}"
+        );
+    }
+    assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
+}
+
 /// A resource its account refuses (`AccountNotAllowed`) holds no claim, as in a cluster: it
 /// never keeps the resource of a namespace the account allows from the object both name, by
 /// name (checked when the manifests are read) or by id (checked on the plan).
