@@ -16,6 +16,9 @@ pub struct Inventory {
     pub api_keys: Vec<ApiKeyListItem>,
     /// `GET /domain/sending`, all pages.
     pub sending_domains: Vec<SendingDomainListItem>,
+    /// The sub account of the key the lists were read with, when it is a sub account's key
+    /// ([`super::placement::own_sub_account`]): where the account's resources live.
+    pub own_sub_account: Option<i64>,
 }
 
 impl Inventory {
@@ -34,6 +37,7 @@ impl Inventory {
             client.list_all_sending_domains(&domains),
         )?;
         Ok(Inventory {
+            own_sub_account: super::placement::own_sub_account(&api_keys, client),
             sub_accounts,
             api_keys,
             sending_domains,

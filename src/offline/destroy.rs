@@ -93,6 +93,10 @@ fn deletion_inside<K: ManagedKind>(
         K::in_sub_account(&mut d, id);
         return driver::plan_deletion_of::<K>(r, d, inventory);
     }
+    // Through a sub account's key: in that sub account, as `plan` places it.
+    if let Some(own) = inventory.own_sub_account {
+        K::in_sub_account(&mut d, own);
+    }
     let plan = driver::plan_deletion_of::<K>(r, d, inventory)?;
     outside_credential::<K>(own, plan.planned.found.map(|f| f.id), subs)
         .map_err(PlanError::Blocked)?;

@@ -400,6 +400,10 @@ async fn plan_placed<K: ManagedKind>(
         }
         Ok(Some(placed)) => placed,
         Ok(None) => {
+            // Through a sub account's key: in that sub account, as the controller places it.
+            if let Some(own) = inventory.own_sub_account {
+                K::in_sub_account(&mut d, own);
+            }
             let items = K::items(inventory);
             let mut result = driver::plan_desired::<K>(client, d, external_id, items).await;
             // A rename into a name another object holds fails before any write, as in a cluster,
