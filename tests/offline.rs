@@ -2784,14 +2784,6 @@ async fn the_credential_is_reserved_in_the_cli() {
             platform.clone() + &key("mailtarget-operator", ""),
         ),
         ("by external-id", platform.clone() + &key("other", &by_id)),
-        (
-            "from outside, by external-id",
-            platform.clone()
-                + &key("other", &by_id).replace(
-                    "  subAccountRef: {name: tenant-a, namespace: platform}\n",
-                    "",
-                ),
-        ),
     ] {
         for command in ["plan", "apply", "destroy"] {
             let file = dir.path().join("grab.yaml");
@@ -2816,6 +2808,32 @@ async fn the_credential_is_reserved_in_the_cli() {
                 "{case}, {command}"
             );
         }
+    }
+    // From outside the sub account (no subAccountRef) only the company's own keys are reached:
+    // `plan` and `apply` find nothing the external-id names, `destroy` finds the key absent.
+    let outside = key("other", &by_id).replace(
+        "  subAccountRef: {name: tenant-a, namespace: platform}\n",
+        "",
+    );
+    for (command, code, said) in [
+        ("plan", 1, "does not exist where this resource may look"),
+        ("apply", 1, "does not exist where this resource may look"),
+        ("destroy", 0, "absent"),
+    ] {
+        let file = dir.path().join("outside.yaml");
+        std::fs::write(&file, &outside).unwrap();
+        let secrets = dir.path().join("secrets");
+        let mut args = vec![command, "-f", file.to_str().unwrap()];
+        match command {
+            "apply" => args.extend(["--secrets-dir", secrets.to_str().unwrap()]),
+            "destroy" => args.push("--auto-approve"),
+            _ => {}
+        }
+        let out = run_binary(&args, Some(&sim)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(code), "{command}: {shown}");
+        assert!(shown.contains(said), "{command}: {shown}");
+        assert!(!secrets.join("team-a/grabbed").exists(), "{command}");
     }
     assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
 

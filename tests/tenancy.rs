@@ -818,23 +818,45 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
     )
     .await;
     key_ready(&env, "team-a", "by-id", "False", "CredentialReserved").await;
-    // Nor from outside the sub account: a company-level ApiKey (no subAccountRef) naming the
-    // credential by id, of the SubAccount's namespace or of a tenant's (by-id gone first: it
-    // claims the same id).
+    // Nor from outside the sub account: a resource without subAccountRef reaches the company's
+    // own keys only, so neither the credential nor another key inside the sub account, from a
+    // tenant's namespace or the SubAccount's (by-id gone first: it claims the same id).
     let uid = keys.get("by-id").await.unwrap().metadata.uid.unwrap();
     keys.delete("by-id", &Default::default()).await.unwrap();
     common::wait_deleted(&keys, "by-id", &uid).await;
-    for namespace in ["team-a", "platform"] {
+    let value = (env.sim.snapshot().api_keys.into_iter())
+        .find(|k| k.id == credential.id)
+        .unwrap()
+        .key;
+    let inside_client = env.api.calling_as(value.into()).unwrap();
+    let loose = CreateApiKey {
+        name: Some("loose".into()),
+        ..Default::default()
+    };
+    let loose = inside_client.create_api_key(&loose).await.unwrap().id;
+    env.sim.clear_request_log();
+    let outside = [
+        ("team-a", credential.id),
+        ("platform", credential.id),
+        ("platform", loose),
+    ];
+    for (i, (namespace, id)) in outside.into_iter().enumerate() {
         let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), namespace);
         create(
             &keys,
             &format!(
-                "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: outside\n  namespace: {namespace}\n  annotations: {{mailtarget.co/external-id: \"{}\", mailtarget.co/adoption-policy: Adopt}}\nspec:\n  secretName: outside-key\n",
-                credential.id
+                "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: outside-{i}\n  namespace: {namespace}\n  annotations: {{mailtarget.co/external-id: \"{id}\", mailtarget.co/adoption-policy: Adopt}}\nspec:\n  secretName: outside-{i}-key\n"
             ),
         )
         .await;
-        key_ready(&env, namespace, "outside", "False", "CredentialReserved").await;
+        let name = format!("outside-{i}");
+        key_ready(&env, namespace, &name, "False", "ExternalObjectNotFound").await;
+        let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), namespace);
+        let secret = format!("{name}-key");
+        assert!(
+            secrets.get_opt(&secret).await.unwrap().is_none(),
+            "{secret}"
+        );
     }
     assert!(
         service_writes(&env.sim).is_empty(),
@@ -842,7 +864,7 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
         service_writes(&env.sim)
     );
     let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
-    for name in ["grab-key", "by-id-key", "outside-key"] {
+    for name in ["grab-key", "by-id-key"] {
         assert!(
             secrets.get_opt(name).await.unwrap().is_none(),
             "no Secret {name}"
