@@ -20,7 +20,6 @@ use super::error::{Error, Result};
 use super::find::{Query, deletion_began, find_managed};
 use super::identity;
 use super::managed::{ConvergeResult, Converged, Failure, Managed};
-use super::placement::reserved_elsewhere;
 use super::placement::{Placement, REASON_CREDENTIAL_RESERVED, place, refuse_credential};
 use super::revision::Revision;
 use super::secrets::{self, Integrity, SecretError, SecretWrite};
@@ -194,11 +193,7 @@ async fn converge_placed<K: Managed>(
         return Err(refuse(message));
     }
     let found = find_managed(ctx, service, api, obj, old, &desired, query).await?;
-    let found_id = found.as_ref().map(|(_, how)| how.id);
-    // Another sub account's credential, reached by id from outside it.
-    let elsewhere = found_id.and_then(|id| reserved_elsewhere(ctx, obj, id));
-    let from_outside = || refuse_credential::<K>(elsewhere.as_ref(), "", found_id);
-    if let Some(message) = refused(found_id).or_else(from_outside) {
+    if let Some(message) = refused(found.as_ref().map(|(_, how)| how.id)) {
         return Err(refuse(message));
     }
     let item = found.as_ref().map(|(item, _)| item);

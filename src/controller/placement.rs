@@ -250,28 +250,4 @@ pub async fn for_cleanup<K: Managed>(
     }
 }
 
-/// The operator's credential inside a sub account of `obj`'s account, when it is the API key
-/// `id` and is reserved for `obj` ([`placement::reserved_for`]), as the SubAccounts in the
-/// SubAccount controller's cache show it (`status.credential`): a resource may not take it from
-/// outside that sub account either (an ApiKey without `spec.subAccountRef` naming it by
-/// external-id). `None` for other kinds, other keys, or before the cache is set.
-pub fn reserved_elsewhere<K: Managed>(
-    ctx: &Context,
-    obj: &K,
-    id: i64,
-) -> Option<(Option<i64>, String)> {
-    let subs = ctx.claims.sub_accounts.get().filter(|_| K::API_KEY)?;
-    let own = obj.namespace().unwrap_or_default();
-    let account = account_name(&own, obj.account_ref());
-    subs.state().iter().find_map(|sub| {
-        let credential = (sub.status.as_ref()?.credential.as_ref()).filter(|c| c.id == id)?;
-        let namespace = sub.namespace().unwrap_or_default();
-        if account_name(&namespace, sub.spec.account_ref.as_ref()) != account {
-            return None;
-        }
-        let credential = (Some(id), credential.name.clone());
-        placement::reserved_for(sub, &namespace, &own, credential)
-    })
-}
-
 pub use crate::engine::placement::{REASON_CREDENTIAL_RESERVED, refuse_credential};

@@ -9,7 +9,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::apply::{ApplyReport, Outcome, apply_one, failed, not_run, outcome};
-use super::inside::{PlannedSubAccount, outside_credential, placed_in};
+use super::inside::{PlannedSubAccount, placed_in};
 use super::plan::{Entry, OfflinePlan, Step, entry_of};
 use crate::api::{ApiError, Client};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
@@ -68,9 +68,7 @@ pub async fn plan(
 /// every sub account.
 ///
 /// Errors: the SubAccount is not among the manifests, its own plan failed, or it does not let
-/// the resource's namespace place objects inside (as `plan` refuses it); the object found is
-/// a SubAccount's credential reserved for the resource (`CredentialReserved`, see
-/// [`outside_credential`]); see [`PlanError`].
+/// the resource's namespace place objects inside (as `plan` refuses it); see [`PlanError`].
 fn deletion_inside<K: ManagedKind>(
     r: &K::Resource,
     loaded: &Loaded,
@@ -97,10 +95,7 @@ fn deletion_inside<K: ManagedKind>(
     if let Some(own) = inventory.own_sub_account {
         K::in_sub_account(&mut d, own);
     }
-    let plan = driver::plan_deletion_of::<K>(r, d, inventory)?;
-    outside_credential::<K>(own, plan.planned.found.map(|f| f.id), subs)
-        .map_err(PlanError::Blocked)?;
-    Ok(plan)
+    driver::plan_deletion_of::<K>(r, d, inventory)
 }
 
 /// Plans the deletion of `r` ([`deletion_inside`]) and fills `e` from it: `delete`,

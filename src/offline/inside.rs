@@ -117,28 +117,3 @@ pub(crate) fn placed_in<'a, K: ManagedKind>(
     }
     Ok(Some((sub, note)))
 }
-
-/// Refuses, for a resource of kind `K` and namespace `own` that is not placed inside a sub
-/// account, the object `found` when it is the operator's credential of a SubAccount among
-/// `subs` reserved for `own` ([`placement::reserved_for`]): from outside its sub account (an
-/// ApiKey without `spec.subAccountRef` naming it by external-id) it may not be taken either, as a
-/// cluster refuses it.
-///
-/// Errors: for people, `CredentialReserved`.
-pub(crate) fn outside_credential<K: ManagedKind>(
-    own: &str,
-    found: Option<i64>,
-    subs: &[PlannedSubAccount],
-) -> Result<(), String> {
-    let Some(id) = found.filter(|_| K::API_KEY) else {
-        return Ok(());
-    };
-    for sub in subs.iter().filter(|s| s.credential_id == Some(id)) {
-        let credential = (Some(id), sub.inside.credential_key.clone());
-        let reserved = placement::reserved_for(&sub.resource, &sub.at.0, own, credential);
-        if let Some(why) = placement::refuse_credential::<K>(reserved.as_ref(), "", found) {
-            return Err(format!("{}: {why}", placement::REASON_CREDENTIAL_RESERVED));
-        }
-    }
-    Ok(())
-}

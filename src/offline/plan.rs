@@ -12,7 +12,7 @@ use crate::engine::{FieldChange, MatchedBy, natural_key, placement};
 use crate::engine::{ManagedKind, ManagedResource, Step as EngineStep};
 use crate::manifest::{Loaded, Resource};
 
-use super::inside::{Inside, PlannedSubAccount, outside_credential, placed_in};
+use super::inside::{Inside, PlannedSubAccount, placed_in};
 
 /// The plan of one resource, for people and for `--output json`.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -415,12 +415,6 @@ async fn plan_placed<K: ManagedKind>(
                 && let Some(taken) = driver::rename_taken::<K>(&plan.desired, found.id, items)
             {
                 result = Err(driver::PlanError::Blocked(taken));
-            }
-            if let Ok(plan) = &result
-                && let Err(reserved) =
-                    outside_credential::<K>(own, plan.planned.found.map(|f| f.id), sub_accounts)
-            {
-                result = Err(driver::PlanError::Blocked(reserved));
             }
             return Ok((planned(e, result, step)?, None));
         }

@@ -159,18 +159,19 @@ impl ManagedKind for ApiKey {
         status_id: Option<i64>,
         items: &'a [ApiKeyListItem],
     ) -> Lookup<'a, ApiKeyListItem> {
-        // Within the scope: a key inside a sub account is found among that sub account's keys
-        // only (by id or name); a company key by name among the company's own keys.
+        // Within the scope, by id or name: a key inside a sub account among that sub account's
+        // keys only, a company key among the company's own keys (a key inside a sub account is
+        // reached through its SubAccount, whose rules decide who may).
         let scope = d
             .sub_account_id
             .unwrap_or(crate::api::COMPANY_SUB_ACCOUNT_ID);
         lookup::find(
             items,
             |i| i.id,
-            |i| d.sub_account_id.is_none_or(|id| i.sub_account_id == id),
+            |i| i.sub_account_id == scope,
             external_id,
             status_id,
-            |i| natural_key::same_key_name(&i.name, &d.name) && i.sub_account_id == scope,
+            |i| natural_key::same_key_name(&i.name, &d.name),
         )
     }
 
