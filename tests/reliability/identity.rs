@@ -368,36 +368,53 @@ fn list_reads(rig: &Rig) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_from_status_id_only_records_the_identity() {
     let mut rig = Rig::new(Rig::sim_config()).await;
-    let id = service_key(&operator_client(&rig.sim), "ci").await;
+    let client = operator_client(&rig.sim);
+    let id = service_key(&client, "ci").await;
+    // A key inside a sub account, which an ApiKey without subAccountRef could adopt before
+    // lookups kept to the account's own scope: it is kept too.
+    let team = client
+        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
+            name: Some("team".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("inner".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let inner = team.api_keys[0].id;
     let keys: Api<ApiKey> = rig.api();
-    create(&keys, &key_yaml("ci", &[])).await;
-    keys.patch_status(
-        "ci",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"id": id, "name": "ci"}})),
-    )
-    .await
-    .unwrap();
+    for (name, id) in [("ci", id), ("inner", inner)] {
+        create(&keys, &key_yaml(name, &[])).await;
+        keys.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"id": id, "name": name}})),
+        )
+        .await
+        .unwrap();
+    }
     rig.sim.clear_request_log();
     rig.start_operator(Duration::from_secs(300));
-    let want = id.to_string();
-    let k = wait_for(
-        &keys,
-        "ci",
-        "Ready with its identity in metadata",
-        move |k: &ApiKey| {
-            ready_now(k) && k.annotations().get("mailtarget.co/external-id") == Some(&want)
-        },
-    )
-    .await;
-    assert_eq!(k.status.as_ref().unwrap().id, Some(id));
-    let stalled = k
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .any(|c| c.type_ == "Stalled" && c.status == "True");
-    assert!(!stalled);
+    for (name, id) in [("ci", id), ("inner", inner)] {
+        let want = id.to_string();
+        let k = wait_for(
+            &keys,
+            name,
+            "Ready with its identity in metadata",
+            move |k: &ApiKey| {
+                ready_now(k) && k.annotations().get("mailtarget.co/external-id") == Some(&want)
+            },
+        )
+        .await;
+        assert_eq!(k.status.as_ref().unwrap().id, Some(id));
+        let stalled = k
+            .status
+            .unwrap()
+            .conditions
+            .into_iter()
+            .any(|c| c.type_ == "Stalled" && c.status == "True");
+        assert!(!stalled, "{name}");
+    }
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     rig.stop_operator().await;
 }
