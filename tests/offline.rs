@@ -1169,6 +1169,25 @@ async fn a_reader_gone_away_ends_the_output_quietly() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
+    // The reader of standard error gone (`2>&1 | head -1`), with logs to write there: the
+    // command goes on to its end and its exit code, all of its output on standard output.
+    let args = ["plan", "-f", path, "--log-level", "debug"];
+    let mut cmd = command(env!("CARGO_BIN_EXE_mailtarget-operator"), &args, Some(&sim));
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stderr.take());
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the command ends")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout.len());
+    assert!(
+        stdout.contains("Plan: 1500 to create"),
+        "{}",
+        &stdout[stdout.len().saturating_sub(300)..]
+    );
 }
 
 /// Through a sub account's key, a key's name is looked up where that key's objects are (its sub
