@@ -164,9 +164,12 @@ async fn cli_main() -> ExitCode {
     let cli = parse();
     let filter =
         tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| "warn".into());
+    // A log line that cannot be written (the reader of standard error gone) is dropped: the
+    // subscriber's own report of it would panic as `eprintln!` does (see `cli::output`).
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     match &cli.command {
         Command::Run(args) if args.log_format == LogFormat::Json => builder.json().init(),
         _ => builder.init(),

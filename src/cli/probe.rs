@@ -73,12 +73,13 @@ pub async fn probe(args: &ProbeArgs) -> ProbeOutcome {
 /// fails); returns the exit code: 0 passed, 1 failed.
 pub async fn run_probe(args: ProbeArgs) -> i32 {
     match probe(&args).await {
+        // The verdict is the exit code, whatever becomes of the line.
         ProbeOutcome::Passed(line) => {
-            println!("ok: {line}");
+            let _ = super::output::stdout(&format!("ok: {line}\n"));
             0
         }
         ProbeOutcome::Failed(line) => {
-            eprintln!("probe failed: {line}");
+            super::output::stderr(&format!("probe failed: {line}\n"));
             1
         }
     }
