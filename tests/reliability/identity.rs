@@ -322,6 +322,34 @@ async fn an_observed_id_missing_from_a_list_is_confirmed_before_any_create() {
     rig.stop_operator().await;
 }
 
+/// An `ObserveOnly` resource whose observed key was deleted at the service reads no GET of it at
+/// each resync: only a reconcile that may write confirms a recorded id missing from a list
+/// (a create may follow there; an observer reports what the lists show).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_of_a_deleted_key_reads_no_get_at_each_resync() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    let client = operator_client(&rig.sim);
+    let id = service_key(&client, "seen").await;
+    rig.start_operator(Duration::from_secs(1));
+    let keys: Api<ApiKey> = rig.api();
+    create(
+        &keys,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: seen}\nspec: {secretName: seen-key, managementPolicy: ObserveOnly}\n",
+    )
+    .await;
+    wait_for(&keys, "seen", "Ready (observed)", ready_now).await;
+    assert!(client.delete_api_key(id).await.unwrap());
+    rig.sim.clear_request_log();
+    // Three list reads: the reconciles of the first two have ended (one resource, one at a time).
+    eventually("three list reads", || list_reads(&rig) >= 3).await;
+    let read = format!("/api-key/{id}");
+    let gets = (rig.sim.request_log().iter())
+        .filter(|r| r.method == "GET" && r.path == read)
+        .count();
+    assert_eq!(gets, 0, "{:?}", rig.sim.request_log());
+    rig.stop_operator().await;
+}
+
 /// Starts the operator calling the simulator through a [`Proxy`], and returns the proxy.
 async fn start_behind_proxy(rig: &mut Rig) -> Proxy {
     let proxy = Proxy {
