@@ -90,10 +90,10 @@ pub struct Query<'a> {
 /// The API object `obj` manages: the kind's lookup of `desired` in `service`'s cached list
 /// (`client` reads: the account's, or the credential of the sub account `obj` is placed in)
 /// (no older than its maximum age), with any verdict other than a match confirmed against a list
-/// new enough (`newer_than`), and the id the resource records (`status.id`, owned or only
-/// observed), when absent from the list, confirmed with one read of that object, so that an
-/// object missing from a list page (offset paging while something is deleted) is never created
-/// again.
+/// new enough (`newer_than`), and the id the resource records (`status.id`: owned, or only
+/// observed when this reconcile may write), when absent from the list, confirmed with one read
+/// of that object, so that an object missing from a list page (offset paging while something is
+/// deleted) is never created again.
 ///
 /// Returns the matching list item and how it matched, or `None` when nothing matches (the
 /// object may be created).
@@ -140,10 +140,12 @@ pub async fn find_managed<K: Managed>(
         })
     };
     let first = verdict(external_id);
-    // The object the resource records (owned, or observed: the lookup follows both) is absent
-    // from the list, or another one matched in its place: read it before anything else. Not
-    // when the external-id annotation names another object: the user chose that one.
-    let verdict = match (old.id(), &first) {
+    // The object the resource records (owned, or observed when this reconcile may write: a
+    // create may follow; the lookup follows both) is absent from the list, or another one
+    // matched in its place: read it before anything else. Not when the external-id annotation
+    // names another object: the user chose that one.
+    let recorded = owned.or(old.id().filter(|_| obj.writes()));
+    let verdict = match (recorded, &first) {
         (Some(id), Ok(Some((_, how)))) if how.id == id => first,
         (Some(id), _) if external_id.is_none_or(|e| e == id) => {
             let read = match K::Detail::read(client, id).await {
