@@ -1278,6 +1278,19 @@ async fn a_resource_its_account_refuses_claims_nothing() {
         let planned = format!("ApiKey team-a/{allowed} (account billing): {action}");
         assert!(shown.contains(&planned), "{shown}");
     }
+    // Nor its Secret: another resource of its namespace, through an account that allows it, may
+    // write the Secret it names (it writes none).
+    let through_default = "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: other, namespace: team-z}\nspec:\n  secretName: invoices-key\n";
+    let manifests = format!(
+        "{account_yaml}{}{through_default}",
+        key("team-z", "invoices", "")
+    );
+    std::fs::write(&file, manifests).unwrap();
+    let out = run_binary(&["plan", "-f", path, "--account", &account], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("AccountNotAllowed"), "{shown}");
+    assert!(shown.contains("ApiKey team-z/other: create"), "{shown}");
 }
 
 /// `destroy` carries out each resource's deletion policy: `Delete` deletes the key or domain,
