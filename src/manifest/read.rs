@@ -613,19 +613,6 @@ fn check_cross_document(
             continue;
         }
         objects.insert(key, &loaded.source);
-        for (field, secret) in r.secret_names() {
-            let at = (r.namespace().to_string(), secret.to_string());
-            if let Some((first, first_id)) = secrets.get(&at) {
-                errors.push(ManifestError {
-                    source: Some(loaded.source.clone()),
-                    object: Some(id.clone()),
-                    field: Some(field.into()),
-                    message: format!("Secret \"{secret}\" is also written by {first_id} at {first}; each resource needs a Secret of its own (SecretConflict)"),
-                });
-            } else {
-                secrets.insert(at, (&loaded.source, id.clone()));
-            }
-        }
         let account = crate::offline::accounts::of(r);
         let placed = match r {
             Resource::ApiKey(k) => (k.spec.sub_account_ref.as_ref())
@@ -638,9 +625,24 @@ fn check_cross_document(
             }
             Resource::SendingDomain(_) => String::new(),
         };
+        // Refused by its account, it writes nothing and claims nothing (no Secret, no object);
+        // the plan reports the refusal. A paused one is left alone before its account is used.
         let refused = crate::offline::guards::account_allows(r, selectors).is_err();
         if refused && !r.is_paused() {
             continue;
+        }
+        for (field, secret) in r.secret_names() {
+            let at = (r.namespace().to_string(), secret.to_string());
+            if let Some((first, first_id)) = secrets.get(&at) {
+                errors.push(ManifestError {
+                    source: Some(loaded.source.clone()),
+                    object: Some(id.clone()),
+                    field: Some(field.into()),
+                    message: format!("Secret \"{secret}\" is also written by {first_id} at {first}; each resource needs a Secret of its own (SecretConflict)"),
+                });
+            } else {
+                secrets.insert(at, (&loaded.source, id.clone()));
+            }
         }
         let (field, natural_key) = crate::engine::validate::natural_key(r);
         let claim = (r.kind(), account, placed, natural_key.clone());
