@@ -55,7 +55,8 @@ pub async fn converge<K: Managed>(
     let placement = place(obj, ctx, old, &usage).await?;
     let (by_name_is_own, api, reserved) = match &placement {
         Placement::Account => {
-            if let Some(id) = own_sub_account::<K>(&usage, old).await? {
+            let own = own_sub_account(&usage).await;
+            if let Some(id) = own.map_err(|e| Failure::api(e, "listing API keys", old))? {
                 K::in_sub_account(&mut desired, id);
             }
             (false, service.client(), None)
@@ -95,15 +96,11 @@ pub async fn converge<K: Managed>(
 /// reconciled through it lives there, and is looked up there, as one placed inside it.
 ///
 /// Errors: the key list's.
-async fn own_sub_account<K: Managed>(
-    usage: &Usage,
-    old: &K::Status,
-) -> Result<Option<i64>, Box<Failure<K::Status>>> {
+async fn own_sub_account(usage: &Usage) -> Result<Option<i64>, crate::api::ApiError> {
     if usage.scope == Some(crate::crd::KeyScope::Company) {
         return Ok(None);
     }
-    let keys = (usage.service.fresh::<crate::crd::ApiKey>().await)
-        .map_err(|e| Failure::api(e, "listing API keys", old))?;
+    let keys = usage.service.fresh::<crate::crd::ApiKey>().await?;
     let client = usage.service.client();
     Ok(keys.read(|keys| crate::engine::placement::own_sub_account(keys, client)))
 }
@@ -630,10 +627,14 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
         (None, Ok(mut desired)) => {
             // Placed inside a sub account whose id is unknown now: nothing can be told apart
             // from another sub account's object of the same name, so nothing is looked for.
-            match (obj.sub_account_ref(), sub_account) {
+            let own = match (obj.sub_account_ref(), sub_account) {
                 (Some(_), None) => return Ok(Action::await_change()),
-                (_, Some(sub)) => K::in_sub_account(&mut desired, sub),
-                (None, None) => {}
+                (_, Some(sub)) => Some(sub),
+                // Through a sub account's key: in its sub account, as `converge` placed it.
+                (None, None) => own_sub_account(&usage).await.map_err(Error::Api)?,
+            };
+            if let Some(sub) = own {
+                K::in_sub_account(&mut desired, sub);
             }
             let found = driver::find_created::<K>(&client, &desired)
                 .await
