@@ -895,6 +895,65 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
     env.stop().await;
 }
 
+/// A SendingDomain without subAccountRef reaches the company's own domains only: a domain inside
+/// a tenant's sub account, named by its domain or by external-id, is neither adopted nor
+/// created from outside it, whatever the adoption policy: no write, no DKIM private key
+/// exported (the domain's detail carries it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_inside_a_sub_account_is_not_reached_from_outside() {
+    let env = short_resync_env(&["team-a"]).await;
+    let credential = tenant(&env, "a").await;
+    let value = (env.sim.snapshot().api_keys.into_iter())
+        .find(|k| k.id == credential.id)
+        .unwrap()
+        .key;
+    let inside = env.api.calling_as(value.into()).unwrap();
+    let create_domain = mailtarget_operator::api::CreateSendingDomain {
+        domain: "tenant-a.example.com".into(),
+        ..Default::default()
+    };
+    let domain = inside.create_sending_domain(&create_domain).await.unwrap();
+    env.sim.clear_request_log();
+    let domains: Api<SendingDomain> = Api::namespaced(env.kube.clone(), "team-a");
+    let by_id = format!(", mailtarget.co/external-id: \"{}\"", domain.id);
+    for (name, annotation, reason) in [
+        ("by-name", String::new(), "AlreadyExists"),
+        ("by-id", by_id, "ExternalObjectNotFound"),
+    ] {
+        create(
+            &domains,
+            &format!(
+                "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: {name}\n  namespace: team-a\n  annotations: {{mailtarget.co/adoption-policy: Adopt{annotation}}}\nspec:\n  domain: tenant-a.example.com\n  dkimPrivateKeySecretName: {name}-dkim\n"
+            ),
+        )
+        .await;
+        ready::<SendingDomain>(&env, "team-a", name, "False", reason).await;
+        let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
+        let secret = format!("{name}-dkim");
+        assert!(
+            secrets.get_opt(&secret).await.unwrap().is_none(),
+            "{secret}"
+        );
+        // Gone before the next one: two resources naming one domain would conflict.
+        let uid = domains.get(name).await.unwrap().metadata.uid.unwrap();
+        domains.delete(name, &Default::default()).await.unwrap();
+        common::wait_deleted(&domains, name, &uid).await;
+    }
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "{:?}",
+        service_writes(&env.sim)
+    );
+    assert!(
+        env.sim
+            .snapshot()
+            .sending_domains
+            .iter()
+            .any(|d| d.id == domain.id)
+    );
+    env.stop().await;
+}
+
 /// A 401 with one sub account's credential stops that sub account only (product design: a
 /// 401 with a sub account credential is a condition on that SubAccount and the objects inside
 /// it, never on the company account). The service refuses tenant a's credential (its allowed IPs
