@@ -35,9 +35,9 @@ pub enum Lookup<'a, T> {
     Ambiguous(Vec<i64>),
     /// The external-id annotation names an id that does not exist.
     ExternalIdNotFound(i64),
-    /// No object of the resource's scope (its sub account) matches, but the natural key, unique
-    /// at the service, is taken outside it: the object can be neither adopted nor created
-    /// there.
+    /// No object of the resource's scope (its sub account, or the account's own objects) matches,
+    /// but the natural key, unique at the service, is taken outside it: the object can be
+    /// neither adopted nor created there.
     OutsideScope,
 }
 
@@ -69,7 +69,7 @@ impl<T> Lookup<'_, T> {
             Lookup::OutsideScope => Some((
                 "AlreadyExists",
                 format!(
-                    "a {noun} \"{key}\" exists outside the sub account this resource is placed in; it can be neither adopted nor created there"
+                    "a {noun} \"{key}\" exists outside this resource's scope (another sub account, or the company's own objects when the resource is placed inside a sub account); it can be neither adopted nor created here"
                 ),
             )),
             Lookup::Found(..) | Lookup::Missing => None,

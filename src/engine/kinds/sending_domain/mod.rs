@@ -148,12 +148,17 @@ impl ManagedKind for SendingDomain {
         status_id: Option<i64>,
         items: &'a [SendingDomainListItem],
     ) -> Lookup<'a, SendingDomainListItem> {
-        // A domain inside a sub account is found among that sub account's domains only (a
-        // shared domain of another sub account is readable there, never its own).
+        // Within the scope, by id or domain: a domain inside a sub account among that sub
+        // account's domains only (a shared domain of another sub account is readable there,
+        // never its own), a company domain among the company's own (a domain inside a sub
+        // account is reached through its SubAccount, whose rules decide who may).
+        let scope = d
+            .sub_account_id
+            .unwrap_or(crate::api::COMPANY_SUB_ACCOUNT_ID);
         lookup::find(
             items,
             |i| i.id,
-            |i| d.sub_account_id.is_none_or(|id| i.sub_account_id == id),
+            |i| i.sub_account_id == scope,
             external_id,
             status_id,
             |i| natural_key::same_ignoring_case(&i.domain, &d.domain),
