@@ -442,4 +442,40 @@ mod tests {
         assert!(p.steps.is_empty(), "{:?}", p.steps);
         assert_eq!(p.notes.len(), 1);
     }
+
+    /// A domain is found within its scope only, by id or by name: the company's own domains for
+    /// a resource without a sub account, that sub account's for one placed inside; a domain
+    /// name taken in the other scope is `OutsideScope` (neither adopted nor created).
+    #[test]
+    fn lookups_keep_to_their_scope() {
+        let item = |id, domain: &str, sub| SendingDomainListItem {
+            id,
+            domain: domain.into(),
+            sub_account_id: sub,
+            ..Default::default()
+        };
+        let items = [
+            item(1, "company.example.com", 0),
+            item(2, "tenant.example.com", 7),
+        ];
+        let lookup = |domain: &str, sub: Option<i64>, external_id| {
+            let d = Desired {
+                domain: domain.into(),
+                sub_account_id: sub,
+                ..desired(false)
+            };
+            match <SendingDomain as ManagedKind>::lookup(&d, external_id, None, &items) {
+                Lookup::Found(_, found) => format!("found {}", found.id),
+                Lookup::OutsideScope => "outside".into(),
+                Lookup::ExternalIdNotFound(id) => format!("no {id}"),
+                other => format!("{other:?}"),
+            }
+        };
+        assert_eq!(lookup("company.example.com", None, None), "found 1");
+        assert_eq!(lookup("tenant.example.com", None, None), "outside");
+        assert_eq!(lookup("company.example.com", None, Some(2)), "no 2");
+        assert_eq!(lookup("tenant.example.com", Some(7), None), "found 2");
+        assert_eq!(lookup("company.example.com", Some(7), None), "outside");
+        assert_eq!(lookup("tenant.example.com", Some(7), Some(1)), "no 1");
+    }
 }
