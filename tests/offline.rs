@@ -2810,6 +2810,22 @@ async fn the_credential_is_reserved_in_the_cli() {
         credential.id
     );
     sim.clear_request_log();
+    // Each command as CI runs it: apply writes under a secrets directory, destroy unattended.
+    let secrets = dir.path().join("secrets");
+    let run = |command: &'static str, file: &Path| {
+        let mut args = vec![command, "-f", file.to_str().unwrap()];
+        match command {
+            "apply" => args.extend(["--secrets-dir", secrets.to_str().unwrap()]),
+            "destroy" => args.push("--auto-approve"),
+            _ => {}
+        }
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        let sim = &sim;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_binary(&args, Some(sim)).await
+        }
+    };
     for (case, text) in [
         (
             "by name",
@@ -2820,14 +2836,7 @@ async fn the_credential_is_reserved_in_the_cli() {
         for command in ["plan", "apply", "destroy"] {
             let file = dir.path().join("grab.yaml");
             std::fs::write(&file, &text).unwrap();
-            let secrets = dir.path().join("secrets");
-            let mut args = vec![command, "-f", file.to_str().unwrap()];
-            match command {
-                "apply" => args.extend(["--secrets-dir", secrets.to_str().unwrap()]),
-                "destroy" => args.push("--auto-approve"),
-                _ => {}
-            }
-            let out = run_binary(&args, Some(&sim)).await;
+            let out = run(command, &file).await;
             let shown = output_text(&out);
             assert_eq!(out.status.code(), Some(1), "{case}, {command}: {shown}");
             assert!(
@@ -2854,14 +2863,7 @@ async fn the_credential_is_reserved_in_the_cli() {
     ] {
         let file = dir.path().join("outside.yaml");
         std::fs::write(&file, &outside).unwrap();
-        let secrets = dir.path().join("secrets");
-        let mut args = vec![command, "-f", file.to_str().unwrap()];
-        match command {
-            "apply" => args.extend(["--secrets-dir", secrets.to_str().unwrap()]),
-            "destroy" => args.push("--auto-approve"),
-            _ => {}
-        }
-        let out = run_binary(&args, Some(&sim)).await;
+        let out = run(command, &file).await;
         let shown = output_text(&out);
         assert_eq!(out.status.code(), Some(code), "{command}: {shown}");
         assert!(shown.contains(said), "{command}: {shown}");

@@ -255,11 +255,9 @@ async fn a_resource_waits_for_its_account_and_goes_on_when_ready() {
     env.stop().await;
 }
 
-/// A SubAccount through an account whose key is a sub account key is
-/// `Stalled/AccountScopeInsufficient`, with no write.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sub_account_needs_a_company_key() {
-    let env = env().await;
+/// Sub account `team` (created with its key `team-operator`) and ClusterAccount `team` holding
+/// that key (declared `scope: SubAccount`), Ready; the sub account and the key's value.
+async fn team_account(env: &Env) -> (mailtarget_operator::api::SubAccountDetail, String) {
     let team = env
         .api
         .create_sub_account(&CreateSubAccount {
@@ -271,7 +269,16 @@ async fn a_sub_account_needs_a_company_key() {
         .await
         .unwrap();
     let key = team.api_keys[0].key.expose_secret().to_string();
-    cluster_account(&env, &env.sim, "team", &key, "  scope: SubAccount\n").await;
+    cluster_account(env, &env.sim, "team", &key, "  scope: SubAccount\n").await;
+    (team, key)
+}
+
+/// A SubAccount through an account whose key is a sub account key is
+/// `Stalled/AccountScopeInsufficient`, with no write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_account_needs_a_company_key() {
+    let env = env().await;
+    team_account(&env).await;
     env.sim.clear_request_log();
 
     let subs: Api<SubAccount> = env.api();
@@ -303,18 +310,7 @@ async fn a_sub_account_needs_a_company_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_through_a_sub_account_key_are_found() {
     let env = env().await;
-    let team = env
-        .api
-        .create_sub_account(&CreateSubAccount {
-            name: Some("team".into()),
-            create_api_key: Some(true),
-            api_key_name: Some("team-operator".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let key = team.api_keys[0].key.expose_secret().to_string();
-    cluster_account(&env, &env.sim, "team", &key, "  scope: SubAccount\n").await;
+    let (team, key) = team_account(&env).await;
     let team_client = env.api.calling_as(key.clone().into()).unwrap();
     let existing = team_client
         .create_api_key(&CreateApiKey {
