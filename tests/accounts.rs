@@ -12,7 +12,7 @@ use common::{Env, Options, create, eventually, ready_is, wait_for};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
-use mailtarget_operator::api::{CreateApiKey, CreateSubAccount, ListApiKeysQuery};
+use mailtarget_operator::api::{CreateApiKey, ListApiKeysQuery};
 use mailtarget_operator::controller::accounts::{AccountName, Resolved};
 use mailtarget_operator::crd::{Account, AccountStatus, ClusterAccount, KeyScope, ScopeSource};
 use mailtarget_test_apiserver::RequestFilter;
@@ -134,16 +134,7 @@ fn ready_condition(status: &AccountStatus) -> &mailtarget_operator::crd::Conditi
 async fn valid_keys_are_ready_with_their_scope() {
     let env = env().await;
     let (company_id, company) = company_key(&env, "operator").await;
-    let sub = env
-        .api
-        .create_sub_account(&CreateSubAccount {
-            name: Some("team-a".into()),
-            create_api_key: Some(true),
-            api_key_name: Some("team-a-operator".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let sub = common::sub_account_with_key(&env.api, "team-a", "team-a-operator").await;
     let sub_key = &sub.api_keys[0];
     put_secret(&env, "company", &company).await;
     put_secret(&env, "team-a", sub_key.key.expose_secret()).await;

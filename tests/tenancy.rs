@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Env, Options, create, ready_is, service_writes, wait_for, wait_secret_holds};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use mailtarget_operator::api::{CreateApiKey, CreateSubAccount};
+use mailtarget_operator::api::CreateApiKey;
 use mailtarget_operator::crd::{ApiKey, ClusterAccount, SendingDomain, SubAccount};
 use mailtarget_operator::simulator::{Simulator, SimulatorConfig};
 use secrecy::ExposeSecret;
@@ -258,16 +258,7 @@ async fn a_resource_waits_for_its_account_and_goes_on_when_ready() {
 /// Sub account `team` (created with its key `team-operator`) and ClusterAccount `team` holding
 /// that key (declared `scope: SubAccount`), Ready; the sub account and the key's value.
 async fn team_account(env: &Env) -> (mailtarget_operator::api::SubAccountDetail, String) {
-    let team = env
-        .api
-        .create_sub_account(&CreateSubAccount {
-            name: Some("team".into()),
-            create_api_key: Some(true),
-            api_key_name: Some("team-operator".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let team = common::sub_account_with_key(&env.api, "team", "team-operator").await;
     let key = team.api_keys[0].key.expose_secret().to_string();
     cluster_account(env, &env.sim, "team", &key, "  scope: SubAccount\n").await;
     (team, key)

@@ -72,6 +72,22 @@ pub fn api_client(sim: &Simulator) -> ApiClient {
     ApiClient::new(config).unwrap()
 }
 
+/// Creates sub account `name` at the service through `client`, with its first key `key_name`,
+/// and returns the create answer (the key's value in `api_keys[0]`).
+pub async fn sub_account_with_key(
+    client: &ApiClient,
+    name: &str,
+    key_name: &str,
+) -> mailtarget_operator::api::SubAccountDetail {
+    let create = mailtarget_operator::api::CreateSubAccount {
+        name: Some(name.into()),
+        create_api_key: Some(true),
+        api_key_name: Some(key_name.into()),
+        ..Default::default()
+    };
+    client.create_sub_account(&create).await.unwrap()
+}
+
 /// Creates the operator's CRDs and waits until they are served.
 pub async fn install_crds(kube: &kube::Client) {
     install(kube, all_crds()).await;

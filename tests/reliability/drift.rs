@@ -289,15 +289,7 @@ async fn objects_created_at_the_service_after_the_lists_were_cached_are_found() 
     wait_reason(&keys, "warm", "Available").await;
 
     // Created at the service now; the operator's key list is 30 s "fresh".
-    let sub = client
-        .create_sub_account(&CreateSubAccount {
-            name: Some("late".into()),
-            create_api_key: Some(true),
-            api_key_name: Some("late-first".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let sub = crate::common::sub_account_with_key(&client, "late", "late-first").await;
     let later = client
         .create_api_key(&CreateApiKey {
             name: Some("later".into()),

@@ -400,15 +400,7 @@ async fn upgrade_from_status_id_only_records_the_identity() {
     let id = service_key(&client, "ci").await;
     // A key inside a sub account, which an ApiKey without subAccountRef could adopt before
     // lookups kept to the account's own scope: it is kept too.
-    let team = client
-        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
-            name: Some("team".into()),
-            create_api_key: Some(true),
-            api_key_name: Some("inner".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let team = crate::common::sub_account_with_key(&client, "team", "inner").await;
     let inner = team.api_keys[0].id;
     let keys: Api<ApiKey> = rig.api();
     for (name, id) in [("ci", id), ("inner", inner)] {
@@ -663,15 +655,7 @@ async fn a_key_in_an_observed_sub_account_needs_a_policy() {
 /// an `ObserveOnly` SubAccount `other` observing it.
 async fn observe_other_sub_account() -> (Rig, Api<mailtarget_operator::crd::SubAccount>) {
     let mut rig = Rig::new(Rig::sim_config()).await;
-    operator_client(&rig.sim)
-        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
-            name: Some("other".into()),
-            create_api_key: Some(true),
-            api_key_name: Some("other-first".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    crate::common::sub_account_with_key(&operator_client(&rig.sim), "other", "other-first").await;
     rig.sim.clear_request_log();
     rig.start_operator(Duration::from_secs(300));
     let subs: Api<mailtarget_operator::crd::SubAccount> = rig.api();
