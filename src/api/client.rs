@@ -167,10 +167,16 @@ impl Client {
         key
     }
 
-    /// True when `key` is the key this client calls with now: how a front end finds the
-    /// client's own entry in a key list (which holds the values), and so the key's scope.
-    pub fn holds_key(&self, key: &secrecy::SecretString) -> bool {
-        self.inner.credential.current().key.expose_secret() == key.expose_secret()
+    /// The entry of `keys` (a key list, which holds the values) whose value is the key this
+    /// client calls with now, `None` when the list does not show it: how the account check and
+    /// the front ends learn the key's scope (its `subAccountId`).
+    pub fn own_entry<'a>(
+        &self,
+        keys: &'a [crate::api::ApiKeyListItem],
+    ) -> Option<&'a crate::api::ApiKeyListItem> {
+        let current = self.inner.credential.current();
+        let own = current.key.expose_secret();
+        keys.iter().find(|k| k.key.expose_secret() == own)
     }
 
     /// Base URL of the management API.

@@ -28,7 +28,7 @@ pub fn own_sub_account(
     keys: &[crate::api::ApiKeyListItem],
     client: &crate::api::Client,
 ) -> Option<i64> {
-    let own = keys.iter().find(|k| client.holds_key(&k.key))?;
+    let own = client.own_entry(keys)?;
     (own.sub_account_id != crate::api::COMPANY_SUB_ACCOUNT_ID).then_some(own.sub_account_id)
 }
 

@@ -154,14 +154,13 @@ pub(super) struct Found {
     pub sub_account: Option<(i64, String)>,
 }
 
-/// Makes the authenticated read with `client` (whose key is `key`) and learns the scope (see
+/// Makes the authenticated read with `client` and learns the scope of its key (see
 /// the module documentation): `declared` when given, else `listed` (what the key list showed an
 /// earlier check of this same key) when given, else from the key list.
 ///
 /// Errors: the service's error for the read.
 pub(super) async fn probe(
     client: &ApiClient,
-    key: &SecretString,
     declared: Option<KeyScope>,
     listed: Option<&Found>,
 ) -> Result<Found, ApiError> {
@@ -188,10 +187,7 @@ pub(super) async fn probe(
     let keys = client
         .list_all_api_keys(&ListApiKeysQuery::default())
         .await?;
-    let own = keys
-        .iter()
-        .find(|k| k.key.expose_secret() == key.expose_secret());
-    if let Some(own) = own {
+    if let Some(own) = client.own_entry(&keys) {
         let sub_account = (own.sub_account_id != crate::api::COMPANY_SUB_ACCOUNT_ID)
             .then(|| (own.sub_account_id, own.sub_account_name.clone()));
         return Ok(Found {

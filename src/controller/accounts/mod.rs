@@ -423,7 +423,7 @@ async fn check_one<K: AccountObject>(
         .cloned();
     let declared = connection.scope;
     let (outcome, found) =
-        match check::probe(&client, &key, declared, listed.as_ref().map(|(f, _)| f)).await {
+        match check::probe(&client, declared, listed.as_ref().map(|(f, _)| f)).await {
             Ok(found) => (check::ready(&connection.api_url, &found), found),
             Err(e) => (
                 check::failed(&connection.api_url, &shown_secret, &e),
