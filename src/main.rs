@@ -110,7 +110,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            stderr(&format!("error: cannot start the async runtime: {e}\n"));
             return ExitCode::from(1);
         }
     };

@@ -2771,11 +2771,24 @@ async fn json_output_reports_errors_that_stop_the_run() {
     }
 }
 
+/// The arguments of `command` on `file` as CI runs it: `apply` writing under `secrets_dir`,
+/// `destroy` unattended.
+fn as_in_ci<'a>(command: &'a str, file: &'a str, secrets_dir: &'a str) -> Vec<&'a str> {
+    let mut args = vec![command, "-f", file];
+    match command {
+        "apply" => args.extend(["--secrets-dir", secrets_dir]),
+        "destroy" => args.push("--auto-approve"),
+        _ => {}
+    }
+    args
+}
+
 /// The operator's credential inside a sub account is no tenant's, in `plan`, `apply` and
 /// `destroy` as in a cluster: an ApiKey placed inside the sub account that names it (by name,
 /// or by external-id) is refused as `CredentialReserved` before any write, also before the sub
-/// account exists, and so is one outside it naming the credential by external-id; a resource of the SubAccount's own namespace may manage it only when the
-/// SubAccount names it (`spec.credentialKeyName`).
+/// account exists; one outside it (no subAccountRef) reaches the company's keys only, so its
+/// external-id names nothing; a resource of the SubAccount's own namespace may manage the
+/// credential only when the SubAccount names it (`spec.credentialKeyName`).
 #[tokio::test]
 async fn the_credential_is_reserved_in_the_cli() {
     let sim = simulator().await;
@@ -2810,22 +2823,8 @@ async fn the_credential_is_reserved_in_the_cli() {
         credential.id
     );
     sim.clear_request_log();
-    // Each command as CI runs it: apply writes under a secrets directory, destroy unattended.
     let secrets = dir.path().join("secrets");
-    let run = |command: &'static str, file: &Path| {
-        let mut args = vec![command, "-f", file.to_str().unwrap()];
-        match command {
-            "apply" => args.extend(["--secrets-dir", secrets.to_str().unwrap()]),
-            "destroy" => args.push("--auto-approve"),
-            _ => {}
-        }
-        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
-        let sim = &sim;
-        async move {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run_binary(&args, Some(sim)).await
-        }
-    };
+    let secrets_dir = secrets.to_str().unwrap();
     for (case, text) in [
         (
             "by name",
@@ -2836,7 +2835,8 @@ async fn the_credential_is_reserved_in_the_cli() {
         for command in ["plan", "apply", "destroy"] {
             let file = dir.path().join("grab.yaml");
             std::fs::write(&file, &text).unwrap();
-            let out = run(command, &file).await;
+            let args = as_in_ci(command, file.to_str().unwrap(), secrets_dir);
+            let out = run_binary(&args, Some(&sim)).await;
             let shown = output_text(&out);
             assert_eq!(out.status.code(), Some(1), "{case}, {command}: {shown}");
             assert!(
@@ -2863,7 +2863,8 @@ async fn the_credential_is_reserved_in_the_cli() {
     ] {
         let file = dir.path().join("outside.yaml");
         std::fs::write(&file, &outside).unwrap();
-        let out = run(command, &file).await;
+        let args = as_in_ci(command, file.to_str().unwrap(), secrets_dir);
+        let out = run_binary(&args, Some(&sim)).await;
         let shown = output_text(&out);
         assert_eq!(out.status.code(), Some(code), "{command}: {shown}");
         assert!(shown.contains(said), "{command}: {shown}");

@@ -80,20 +80,22 @@ fn deletion_inside<K: ManagedKind>(
     // The company key deletes: the sub account's credential is not needed.
     let placed = placed_in::<K>(r, (own, K::natural_key(&d)), subs, false);
     let placed = placed.map_err(PlanError::Blocked)?;
-    if let Some((sub, _)) = placed {
-        let Some(id) = sub.inside.id else {
-            let note = format!(
-                "{} matches no sub account: nothing is inside it",
-                sub.shown()
-            );
-            return Ok(ResourcePlan::noting(d, r.external_id(), note));
-        };
+    let inside = match placed {
+        Some((sub, _)) => match sub.inside.id {
+            Some(id) => Some(id),
+            None => {
+                let note = format!(
+                    "{} matches no sub account: nothing is inside it",
+                    sub.shown()
+                );
+                return Ok(ResourcePlan::noting(d, r.external_id(), note));
+            }
+        },
+        // Through a sub account's key: in that sub account, as `plan` places it.
+        None => inventory.own_sub_account,
+    };
+    if let Some(id) = inside {
         K::in_sub_account(&mut d, id);
-        return driver::plan_deletion_of::<K>(r, d, inventory);
-    }
-    // Through a sub account's key: in that sub account, as `plan` places it.
-    if let Some(own) = inventory.own_sub_account {
-        K::in_sub_account(&mut d, own);
     }
     driver::plan_deletion_of::<K>(r, d, inventory)
 }
