@@ -811,11 +811,7 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
     let uid = keys.get("by-id").await.unwrap().metadata.uid.unwrap();
     keys.delete("by-id", &Default::default()).await.unwrap();
     common::wait_deleted(&keys, "by-id", &uid).await;
-    let value = (env.sim.snapshot().api_keys.into_iter())
-        .find(|k| k.id == credential.id)
-        .unwrap()
-        .key;
-    let inside_client = env.api.calling_as(value.into()).unwrap();
+    let inside_client = calling_as(&env, &credential);
     let loose = CreateApiKey {
         name: Some("loose".into()),
         ..Default::default()
@@ -844,6 +840,10 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
             secrets.get_opt(&secret).await.unwrap().is_none(),
             "{secret}"
         );
+        // Gone before the next one: two of them naming one id would be ConflictingOwner.
+        let uid = keys.get(&name).await.unwrap().metadata.uid.unwrap();
+        keys.delete(&name, &Default::default()).await.unwrap();
+        common::wait_deleted(&keys, &name, &uid).await;
     }
     assert!(
         service_writes(&env.sim).is_empty(),
@@ -890,11 +890,7 @@ async fn the_credential_is_reserved_and_its_loss_is_shown() {
 async fn a_domain_inside_a_sub_account_is_not_reached_from_outside() {
     let env = short_resync_env(&["team-a"]).await;
     let credential = tenant(&env, "a").await;
-    let value = (env.sim.snapshot().api_keys.into_iter())
-        .find(|k| k.id == credential.id)
-        .unwrap()
-        .key;
-    let inside = env.api.calling_as(value.into()).unwrap();
+    let inside = calling_as(&env, &credential);
     let create_domain = mailtarget_operator::api::CreateSendingDomain {
         domain: "tenant-a.example.com".into(),
         ..Default::default()
@@ -1055,6 +1051,19 @@ async fn short_resync_env(teams: &[&str]) -> Env {
     env
 }
 
+/// The company's client calling as `credential` (a tenant's, see [`tenant`]), its value read
+/// from the simulator.
+fn calling_as(
+    env: &Env,
+    credential: &mailtarget_operator::crd::subaccount::NamedId,
+) -> mailtarget_operator::api::Client {
+    let value = (env.sim.snapshot().api_keys.into_iter())
+        .find(|k| k.id == credential.id)
+        .unwrap()
+        .key;
+    env.api.calling_as(value.into()).unwrap()
+}
+
 /// Creates SubAccount `platform/tenant-<team>` allowing namespace `team-<team>`, waits until it
 /// is Ready and returns its credential as its status shows it.
 async fn tenant(env: &Env, team: &str) -> mailtarget_operator::crd::subaccount::NamedId {
@@ -1207,6 +1216,7 @@ async fn a_namespace_late_in_the_cache_holds_nothing_up() {
     let faults = a_key_waiting_for_its_namespace(&env).await;
     faults.clear_drops();
     key_ready(&env, "team-late", "app", "True", "Available").await;
+    env.stop().await;
 }
 
 /// SubAccount `platform/tenant-late`, which selects namespaces labelled `team: late`, Available;
@@ -1265,6 +1275,7 @@ async fn a_namespace_relisted_late_holds_nothing_up() {
         namespace_lists(&env) > lists_before,
         "the Namespace watch listed again"
     );
+    env.stop().await;
 }
 
 /// Lists of Namespaces (not watches) the test API server answered so far.
