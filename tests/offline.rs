@@ -1183,6 +1183,22 @@ async fn a_reader_gone_away_ends_the_output_quietly() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", stdout.len());
+    // Another write failure is an error: a full disk behind the redirection (`> /dev/full`).
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let mut cmd = command(env!("CARGO_BIN_EXE_mailtarget-operator"), &["crds"], None);
+    cmd.stdout(full).stderr(std::process::Stdio::piped());
+    // Spawned: `output()` would capture standard output instead.
+    let child = cmd.spawn().unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the command ends")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(
         stdout.contains("Plan: 1500 to create"),
         "{}",
@@ -1192,7 +1208,7 @@ async fn a_reader_gone_away_ends_the_output_quietly() {
 
 /// Through a sub account's key, a key's name is looked up where that key's objects are (its sub
 /// account), as a company key's among the company's: an existing key of the name is adopted
-/// (`unchanged`), never created a second time.
+/// (`unchanged`), never created a second time, and `destroy` deletes that key.
 #[tokio::test]
 async fn names_through_a_sub_account_key_are_found_in_the_cli() {
     let sim = simulator().await;
@@ -1217,12 +1233,20 @@ async fn names_through_a_sub_account_key_are_found_in_the_cli() {
     let text = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app}\nspec: {secretName: app-key}\n";
     std::fs::write(&file, text).unwrap();
     sim.clear_request_log();
-    for run in ["plan", "apply"] {
-        let args = [run, "-f", file.to_str().unwrap()];
-        let mut cmd = command(env!("CARGO_BIN_EXE_mailtarget-operator"), &args, Some(&sim));
+    let through_team = |run: &'static str| {
+        let args = [run, "-f", file.to_str().unwrap(), "--auto-approve"];
+        let args = if run == "destroy" {
+            &args[..]
+        } else {
+            &args[..3]
+        };
+        let mut cmd = command(env!("CARGO_BIN_EXE_mailtarget-operator"), args, Some(&sim));
         use secrecy::ExposeSecret;
         cmd.env("MAILTARGET_API_KEY", key.expose_secret());
-        let out = output(cmd).await;
+        output(cmd)
+    };
+    for run in ["plan", "apply"] {
+        let out = through_team(run).await;
         let shown = output_text(&out);
         assert_eq!(out.status.code(), Some(0), "{run}: {shown}");
         assert!(
@@ -1231,6 +1255,11 @@ async fn names_through_a_sub_account_key_are_found_in_the_cli() {
         );
     }
     assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
+    let out = through_team("destroy").await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("ApiKey default/app: deleted"), "{shown}");
+    assert!(!sim.snapshot().api_keys.iter().any(|k| k.name == "app"));
 }
 
 /// A resource its account refuses (`AccountNotAllowed`) holds no claim, as in a cluster: it
@@ -1867,6 +1896,15 @@ async fn crds_out_dir_is_written_safely() {
     let out = run_binary(&["crds", "--out-dir", dir.path().to_str().unwrap()], None).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+
+    // Written again with the same content: left as it is, and said so.
+    let out = run_binary(&["crds", "--out-dir", dir.path().to_str().unwrap()], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let shown = output_text(&out);
+    assert!(
+        shown.contains("unchanged") && !shown.contains("wrote"),
+        "{shown}"
+    );
 
     let missing = dir.path().join("a/b/crds");
     let out = run_binary(&["crds", "--out-dir", missing.to_str().unwrap()], None).await;
