@@ -413,8 +413,34 @@ async fn upgrade_from_status_id_only_records_the_identity() {
         .await
         .unwrap();
     }
+    // And a verified domain inside that sub account, adopted the same way.
+    let team_client = client.calling_as(team.api_keys[0].key.clone()).unwrap();
+    let create_domain = mailtarget_operator::api::CreateSendingDomain {
+        domain: "inner.example.com".into(),
+        ..Default::default()
+    };
+    let domain = team_client
+        .create_sending_domain(&create_domain)
+        .await
+        .unwrap()
+        .id;
+    team_client.verify_txt(domain).await.unwrap();
+    let domains: Api<SendingDomain> = rig.api();
+    create(
+        &domains,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: inner-domain}\nspec: {domain: inner.example.com}\n",
+    )
+    .await;
+    domains
+        .patch_status(
+            "inner-domain",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"id": domain}})),
+        )
+        .await
+        .unwrap();
     rig.sim.clear_request_log();
-    rig.start_operator(Duration::from_secs(300));
+    rig.start_operator(Duration::from_secs(1));
     for (name, id) in [("ci", id), ("inner", inner)] {
         let want = id.to_string();
         let k = wait_for(
@@ -435,6 +461,20 @@ async fn upgrade_from_status_id_only_records_the_identity() {
             .any(|c| c.type_ == "Stalled" && c.status == "True");
         assert!(!stalled, "{name}");
     }
+    // Later reconciles (resyncs) find them by the external id now recorded, "inner" outside
+    // the account's own scope: still theirs, still no write.
+    let before = crate::common::reconciles(&rig.metrics, "ApiKey");
+    eventually("two more resyncs of each", || {
+        crate::common::reconciles(&rig.metrics, "ApiKey") >= before + 4
+    })
+    .await;
+    for (name, id) in [("ci", id), ("inner", inner)] {
+        let k = keys.get(name).await.unwrap();
+        assert!(ready_now(&k), "{name}: {:?}", k.status);
+        assert_eq!(k.status.unwrap().id, Some(id), "{name}");
+    }
+    let d = wait_for(&domains, "inner-domain", "Ready", ready_now).await;
+    assert_eq!(d.status.unwrap().id, Some(domain));
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     rig.stop_operator().await;
 }
