@@ -203,7 +203,7 @@ impl Claims {
     /// is `None`, or the API object `id` that `obj`'s lookup found. `None` when `obj` may
     /// manage it, or before the operator runs.
     /// Resources their account refuses outright ([`AccountRegistry::may_claim`]) are no rivals.
-    pub async fn owner<K: Claimant>(
+    pub fn owner<K: Claimant>(
         &self,
         accounts: &AccountRegistry,
         obj: &K,

@@ -55,8 +55,11 @@ pub async fn converge<K: Managed>(
     let placement = place(obj, ctx, old, &usage).await?;
     let (by_name_is_own, api, reserved) = match &placement {
         Placement::Account => {
-            let own = own_sub_account(&usage).await;
-            if let Some(id) = own.map_err(|e| Failure::api(e, "listing API keys", old))? {
+            let listed = own_sub_account(&usage).await;
+            // A 401 here is the account key's, told as for the resource's own calls.
+            let failed =
+                |e| refused_key(Failure::api(e, "listing API keys", old), &placement, &usage);
+            if let Some(id) = listed.map_err(failed)? {
                 K::in_sub_account(&mut desired, id);
             }
             (false, service.client(), None)
@@ -640,15 +643,7 @@ pub async fn cleanup<K: Managed>(obj: &K, ctx: &Context) -> Result<Action> {
                 .await
                 .map_err(Error::Api)?;
             match found {
-                Some(id)
-                    if ctx
-                        .claims
-                        .owner(&ctx.accounts, obj, Some(id))
-                        .await
-                        .is_none() =>
-                {
-                    Some(id)
-                }
+                Some(id) if ctx.claims.owner(&ctx.accounts, obj, Some(id)).is_none() => Some(id),
                 _ => None,
             }
         }

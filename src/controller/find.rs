@@ -183,7 +183,7 @@ pub async fn find_managed<K: Managed>(
             if let Some(message) = list.read(taken) {
                 return Err(Failure::blocked("AlreadyExists", message, old));
             }
-            if let Some(owner) = ctx.claims.owner(&ctx.accounts, obj, Some(how.id)).await {
+            if let Some(owner) = ctx.claims.owner(&ctx.accounts, obj, Some(how.id)) {
                 return Err(Failure::conflict(obj, owner.as_ref(), old));
             }
             if let Some(message) = identity::refuse_adoption(owned, *how, query, K::NOUN) {

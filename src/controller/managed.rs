@@ -377,7 +377,6 @@ async fn reconcile_in_span<K: Managed>(obj: Arc<K>, ctx: Arc<Context>) -> Result
                         && ctx
                             .claims
                             .owner(&ctx.accounts, o.as_ref(), Some(id))
-                            .await
                             .is_some()
                     {
                         // Another resource owns this API object: leave it alone.
@@ -459,7 +458,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         set_conditions(first.conditions_mut(), &outcome, generation);
         write_status(api, &name, &first, &revision).await?;
     }
-    let mut converged = match ctx.claims.owner(&ctx.accounts, obj, None).await {
+    let mut converged = match ctx.claims.owner(&ctx.accounts, obj, None) {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
         None => converge::converge(obj, ctx, &old, &revision).await,
     };

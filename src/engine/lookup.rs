@@ -79,11 +79,14 @@ impl<T> Lookup<'_, T> {
 
 /// Finds the item of `items` that a resource stands for.
 ///
-/// Only items for which `in_scope` is true exist for the lookup (the objects of the sub account
-/// a resource is placed in: an id or name outside it reaches nothing). Among them
-/// `external_id` wins when set (and is an error when absent); then `status_id`; then every
-/// item for which `natural` is true. An id in `status_id` that no longer exists (the object was
-/// deleted out of band) falls through to the natural key, then to [`Lookup::Missing`].
+/// Only items for which `in_scope` is true exist for the lookup (the objects of the resource's
+/// scope: the sub account it is placed in, else its account's own objects; an id or name
+/// outside it reaches nothing). Among them `external_id` wins when set (and is an error when
+/// absent); then `status_id`; then every item for which `natural` is true. An id in `status_id`
+/// that no longer exists (the object was deleted out of band) falls through to the natural key,
+/// then to [`Lookup::Missing`]. When nothing in scope matches and `natural` is true of an item
+/// outside it, the answer is [`Lookup::OutsideScope`]: a kind whose natural key repeats across
+/// scopes (API key names) keeps the scope in `natural` too.
 pub fn find<'a, T>(
     items: &'a [T],
     id_of: impl Fn(&T) -> i64,

@@ -171,7 +171,8 @@ impl ManagedKind for ApiKey {
             |i| i.sub_account_id == scope,
             external_id,
             status_id,
-            // Names repeat across scopes: only one of the scope is this key's.
+            // Names repeat across scopes: a key of the name elsewhere is no obstacle (the scope
+            // here keeps `find` from answering OutsideScope).
             |i| natural_key::same_key_name(&i.name, &d.name) && i.sub_account_id == scope,
         )
     }
