@@ -1206,6 +1206,21 @@ async fn a_reader_gone_away_ends_the_output_quietly() {
     );
 }
 
+/// Logs written to a file or a pipe (a CI job's log, `kubectl logs` of the operator's pod) are
+/// plain text: no terminal colour codes, which would show there as `ESC[2m` noise. Fails if the
+/// log writer colours its output whatever the standard error is.
+#[tokio::test]
+async fn logs_to_a_file_carry_no_colour_codes() {
+    let sim = simulator().await;
+    let examples = single_account_examples();
+    let path = examples.path().to_str().unwrap();
+    let out = run_binary(&["--log-level", "debug", "plan", "-f", path], Some(&sim)).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("DEBUG"), "debug logs are written: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+}
+
 /// Through a sub account's key, a key's name is looked up where that key's objects are (its sub
 /// account), as a company key's among the company's: an existing key of the name is adopted
 /// (`unchanged`), never created a second time, and `destroy` deletes that key.
