@@ -165,10 +165,12 @@ async fn cli_main() -> ExitCode {
     let filter =
         tracing_subscriber::EnvFilter::try_new(&cli.log_level).unwrap_or_else(|_| "warn".into());
     // A log line that cannot be written (the reader of standard error gone) is dropped: the
-    // subscriber's own report of it would panic as `eprintln!` does (see `cli::output`).
+    // subscriber's own report of it would panic as `eprintln!` does (see `cli::output`). Colours
+    // only on a terminal: a pod's log or a file would show the escape codes as text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .log_internal_errors(false);
     match &cli.command {
         Command::Run(args) if args.log_format == LogFormat::Json => builder.json().init(),
