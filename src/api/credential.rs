@@ -351,6 +351,34 @@ mod tests {
         assert_eq!(header(&c), "Bearer first-key", "nor at the next request");
     }
 
+    /// A key file that is a pipe (`--api-key-file <(pass show key)`, a FIFO fed once) is read
+    /// once and its key kept: read again, it would be found empty (a warning, for nothing) or,
+    /// a FIFO without another writer, wait forever. Fails (times out) if the client reads it a
+    /// second time.
+    #[test]
+    fn a_pipe_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+        let writer_path = path.clone();
+        let writer = std::thread::spawn(move || std::fs::write(writer_path, "fifo-key\n"));
+        let initial = read_key_file(&path).unwrap();
+        writer.join().unwrap().unwrap();
+        let (done, built) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let c = Credential::file(path, initial, std::time::Duration::ZERO).unwrap();
+            let _ = done.send(header(&c));
+        });
+        let sent = built
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the client is built and sends without reading the pipe again");
+        assert_eq!(sent, "Bearer fifo-key");
+    }
+
     /// Reading a key file that is missing or empty fails naming the file.
     #[test]
     fn unreadable_key_files_are_named() {
