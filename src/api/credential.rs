@@ -189,6 +189,11 @@ impl Credential {
     /// version is not known for it, so the file is stamped and read again now, and `initial`
     /// stays in use only if that read yields no usable key.
     ///
+    /// Only a regular file (links followed: a mounted Secret's file) is watched. Any other file
+    /// (a pipe such as `--api-key-file <(pass show key)`, a FIFO, a device) gives its content
+    /// once: read again, a pipe is empty and a FIFO waits for another writer, so `initial` is
+    /// kept for the client's life.
+    ///
     /// # Errors
     /// [`ApiError::Config`] when `initial` holds characters not allowed in an HTTP header.
     pub fn file(
@@ -196,6 +201,9 @@ impl Credential {
         initial: SecretString,
         check_interval: std::time::Duration,
     ) -> Result<Credential> {
+        if std::fs::metadata(&path).is_ok_and(|meta| !meta.is_file()) {
+            return Credential::fixed(initial);
+        }
         let mut loaded = Loaded {
             stamp: None,
             bearer: Bearer::new(initial)?,
