@@ -18,8 +18,9 @@ use common::{WAIT, eventually, wait_deleted};
 use harness::{Mix, NS, Rig, assert_exactly, wait_all_ready};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use mailtarget_operator::crd::{ApiKey, SendingDomain};
+use mailtarget_operator::crd::{ApiKey, ClusterAccount, SendingDomain};
 use mailtarget_operator::failpoints;
+use secrecy::ExposeSecret;
 
 /// Fail points are process-wide: the tests of this binary run one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -85,9 +86,36 @@ where
     (api, name.to_string(), uid)
 }
 
+/// Creates ClusterAccount `tenant` whose key is the first key of a new sub account `tenant`
+/// (found so by the account's check, in the key list) and ApiKey `app-c` through it.
+async fn api_key_through_a_sub_accounts_key(rig: &Rig) {
+    let client = harness::operator_client(&rig.sim);
+    let tenant = common::sub_account_with_key(&client, "tenant", "tenant-key").await;
+    let key = tenant.api_keys[0].key.expose_secret().to_string();
+    common::put_key_secret(&rig.kube, NS, "tenant-key", &key).await;
+    let accounts: Api<ClusterAccount> = Api::all(rig.kube.clone());
+    common::create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: tenant}}\nspec:\n  credentials: {{secretRef: {{name: tenant-key}}}}\n  apiUrl: {}\n  transmissionUrl: {}\n",
+            rig.sim.base_url(),
+            rig.sim.transmission_url()
+        ),
+    )
+    .await;
+    common::create(
+        &rig.api::<ApiKey>(),
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app-c}\nspec:\n  accountRef: {name: tenant}\n  secretName: app-c-key\n",
+    )
+    .await;
+}
+
 /// A resource deleted while its create is unrecorded (the operator died after the POST, before
 /// it recorded the id anywhere but in the pending marker) still deletes its object per its
 /// deletionPolicy: the cleanup finds it by natural key, so nothing is orphaned at the service.
+/// Also through an account whose key is a sub account's (`ApiKey in sub account`): the key was
+/// created in that sub account, and the cleanup looks for it there (among the company's
+/// objects, it is not found and stays).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_deleted_after_an_unrecorded_create_leaves_no_object() {
     let _serial = SERIAL.lock().await;
@@ -95,13 +123,18 @@ async fn a_resource_deleted_after_an_unrecorded_create_leaves_no_object() {
         fail::has_failpoints(),
         "fail points are off: run the tests with --all-features (feature `failpoints`)"
     );
-    for kind in ["ApiKey", "SendingDomain"] {
+    for case in ["ApiKey", "SendingDomain", "ApiKey in sub account"] {
+        let kind = case.split(' ').next().unwrap();
         let mut rig = Rig::new(Rig::sim_config()).await;
         fail::cfg(failpoints::AFTER_CONVERGE, "panic").unwrap();
         rig.start_operator(Duration::from_secs(2));
-        single(kind).create(&rig.kube).await;
+        if case == kind {
+            single(kind).create(&rig.kube).await;
+        } else {
+            api_key_through_a_sub_accounts_key(&rig).await;
+        }
         eventually(
-            &format!("{kind}: the operator dies after its create"),
+            &format!("{case}: the operator dies after its create"),
             || !rig.operator_alive(),
         )
         .await;
@@ -120,7 +153,15 @@ async fn a_resource_deleted_after_an_unrecorded_create_leaves_no_object() {
                     .filter(|d| d.domain == "crash.example.com")
                     .count(),
             1,
-            "{kind}: the create reached the service"
+            "{case}: the create reached the service"
+        );
+        assert_eq!(
+            created
+                .api_keys
+                .iter()
+                .any(|k| k.name == "app-c" && k.sub_account_id != 0),
+            case != kind,
+            "{case}: created in the sub account of the key it was created with"
         );
         // Deleted while no operator runs: the next one sees the deletion first.
         let keys = Api::<ApiKey>::namespaced(rig.kube.clone(), NS);
@@ -141,7 +182,7 @@ async fn a_resource_deleted_after_an_unrecorded_create_leaves_no_object() {
                     .sending_domains
                     .iter()
                     .any(|d| d.domain == "crash.example.com"),
-            "{kind}: the object created before the crash was left at the service"
+            "{case}: the object created before the crash was left at the service"
         );
         rig.stop_operator().await;
     }
