@@ -353,6 +353,37 @@ async fn binary_apply_output_and_secrets_dir() {
         .collect();
     assert_eq!(before, after, "the files were not written again");
     assert_eq!(std::fs::read_to_string(&key_file).unwrap(), value);
+
+    // `-o json` says the same: no `secretFiles` while every file holds its value; a removed
+    // file is written again and listed.
+    let secret_files = |out: &Output| -> Vec<serde_json::Value> {
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let resources = doc["resources"].as_array().unwrap().clone();
+        resources
+            .iter()
+            .flat_map(|r| r["secretFiles"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let json = [
+        &again[..],
+        &["--secrets-dir", dir.path().to_str().unwrap(), "-o", "json"],
+    ]
+    .concat();
+    let out = run_binary(&json, Some(&sim)).await;
+    assert_eq!(secret_files(&out), Vec::<serde_json::Value>::new());
+    std::fs::remove_file(&key_file).unwrap();
+    let out = run_binary(&json, Some(&sim)).await;
+    let listed = secret_files(&out);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0]
+            .as_str()
+            .unwrap()
+            .ends_with("default/ci-mailtarget-key/apiKey"),
+        "{listed:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&key_file).unwrap(), value);
 }
 
 /// `--simulate` needs no key; without it and without a key the error says what to set.
