@@ -380,6 +380,71 @@ async fn adoption_is_the_right_of_the_namespaces_the_account_names() {
     env.stop().await;
 }
 
+/// A namespace reaches into no sub account by observing it. An `ObserveOnly` SubAccount does
+/// not own its sub account, so placing objects inside it uses an object the namespace did not
+/// create: an adoption. Through a ClusterAccount that does not let namespace `a-tenant` adopt,
+/// its SubAccount observing the sub account another namespace's SubAccount manages hosts
+/// nothing (`ConflictingOwner`), nor one observing a sub account no resource manages
+/// (`AdoptionNotAllowed`): an ApiKey and a SendingDomain placed inside either are refused with
+/// no write and no Secret (they were created inside with the sub account's credential, their
+/// key value and DKIM private key written to the tenant's Secrets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observing_a_sub_account_reaches_nothing_inside_it() {
+    let env = env().await;
+    namespace(&env, "a-tenant", &[]).await;
+    namespace(&env, "owners", &[]).await;
+    cluster_account(&env, &env.sim, "default", common::KEY, "  scope: Company\n").await;
+    let owners: Api<SubAccount> = Api::namespaced(env.kube.clone(), "owners");
+    let owned = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: owned, namespace: owners}\nspec: {}\n";
+    create(&owners, owned).await;
+    ready::<SubAccount>(&env, "owners", "owned", "True", "Available").await;
+    common::sub_account_with_key(&env.api, "loose", "loose-first").await;
+    env.sim.clear_request_log();
+
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "a-tenant");
+    let observers = [
+        (
+            "spy-owned",
+            "owned",
+            "mailtarget-operator",
+            "ConflictingOwner",
+        ),
+        ("spy-loose", "loose", "loose-first", "AdoptionNotAllowed"),
+    ];
+    for (name, observed, credential, _) in observers {
+        let yaml = format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: {name}, namespace: a-tenant}}\nspec: {{name: {observed}, managementPolicy: ObserveOnly, credentialKeyName: {credential}}}\n"
+        );
+        create(&subs, &yaml).await;
+        ready::<SubAccount>(&env, "a-tenant", name, "True", "Observed").await;
+    }
+    let domains: Api<SendingDomain> = Api::namespaced(env.kube.clone(), "a-tenant");
+    for (sub, _, _, reason) in observers {
+        let inside = format!("  subAccountRef: {{name: {sub}}}\n");
+        api_key(&env, "a-tenant", &format!("{sub}-key"), &inside).await;
+        let domain = format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {{name: {sub}-mail, namespace: a-tenant}}\nspec:\n  domain: {sub}.example.com\n  dkimPrivateKeySecretName: {sub}-dkim\n{inside}"
+        );
+        create(&domains, &domain).await;
+        let key = key_ready(&env, "a-tenant", &format!("{sub}-key"), "False", reason).await;
+        assert!(key.status.unwrap().id.is_none(), "{sub}");
+        let mail = format!("{sub}-mail");
+        ready::<SendingDomain>(&env, "a-tenant", &mail, "False", reason).await;
+    }
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "{:?}",
+        service_writes(&env.sim)
+    );
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "a-tenant");
+    for (sub, _, _, _) in observers {
+        for name in [format!("{sub}-key-key"), format!("{sub}-dkim")] {
+            assert!(secrets.get_opt(&name).await.unwrap().is_none(), "{name}");
+        }
+    }
+    env.stop().await;
+}
+
 /// `spec.accountRef` cannot change once set, nor be set on a resource made without it (unless
 /// to the default it already has): the API server refuses the update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
