@@ -159,6 +159,11 @@ pub async fn place<K: Managed>(
             format!("{shown} has no sub account id yet; waiting for it"),
         ));
     };
+    if sub.recorded_id() != Some(id)
+        && let Some((reason, message)) = refuse_observed(ctx, &sub, id, usage, &shown)
+    {
+        return Err(Failure::blocked(reason, message, old));
+    }
     let key = find_credential(&usage.service, &sub, id)
         .await
         .map_err(|e| Failure::api(e, "listing API keys", old))?
@@ -190,6 +195,53 @@ pub async fn place<K: Managed>(
         credential,
         shown,
     })
+}
+
+/// Why nothing may be placed inside sub account `id`, which `sub` observes but does not own
+/// (`ObserveOnly`, or observed before a switch to `Full`): the namespace did not create it, so
+/// using it is an adoption (product design, "Accounts and tenancy"), or a tenant could reach
+/// into any sub account by observing it first. `ConflictingOwner` when another SubAccount of
+/// the same account manages it (objects are placed through that one, whose
+/// `spec.allowedNamespaces` says who may); `AdoptionNotAllowed` when `sub`'s namespace may not
+/// adopt through the account. `None`: it may be used. Makes no call.
+fn refuse_observed(
+    ctx: &Context,
+    sub: &SubAccount,
+    id: i64,
+    usage: &Usage,
+    shown: &str,
+) -> Option<(&'static str, String)> {
+    let namespace = sub.namespace().unwrap_or_default();
+    let managed_elsewhere = ctx.claims.sub_accounts.get().is_some_and(|store| {
+        store.state().iter().any(|other| {
+            other.uid() != sub.uid()
+                && other.writes()
+                && other.recorded_id() == Some(id)
+                && account_name(
+                    &other.namespace().unwrap_or_default(),
+                    other.spec.account_ref.as_ref(),
+                ) == usage.name
+        })
+    });
+    if managed_elsewhere {
+        // Which SubAccount manages it is not said: it may be another namespace's.
+        return Some((
+            super::claims::CONFLICTING_OWNER,
+            format!(
+                "{shown} only observes its sub account, which another SubAccount manages: nothing is placed inside it through {shown}. Reference the SubAccount that manages it (its spec.allowedNamespaces must allow this namespace)"
+            ),
+        ));
+    }
+    if !ctx.accounts.may_adopt_through(&usage.name, &namespace) {
+        return Some((
+            super::accounts::usage::ADOPTION_NOT_ALLOWED,
+            format!(
+                "{shown} only observes its sub account, and {} does not let namespace \"{namespace}\" adopt existing objects (its spec.adoptionNamespaceSelector): nothing is placed inside it. Manage the sub account through a SubAccount that created or adopted it, or ask the platform team",
+                usage.name
+            ),
+        ));
+    }
+    None
 }
 
 /// The account's client calling as the credential of `sub`'s sub account `id`, `None` when there

@@ -35,6 +35,10 @@ use crate::crd::{AccountRefKind, AccountReference, KeyScope};
 /// exists), and, in a reconcile, for the first check of an account just created.
 const FIRST_LIST_WAIT: Duration = Duration::from_secs(5);
 
+/// Reason of a resource that uses an existing object through an account that does not let its
+/// namespace adopt (a ClusterAccount's `spec.adoptionNamespaceSelector`).
+pub const ADOPTION_NOT_ALLOWED: &str = "AdoptionNotAllowed";
+
 /// The account a resource is reconciled through, as [`AccountRegistry::usage`] found it.
 #[derive(Clone)]
 pub struct Usage {
@@ -186,14 +190,10 @@ impl AccountRegistry {
                 ),
             ));
         }
-        let may_adopt = match &cluster_object {
-            Some(account) => self.namespace_may_adopt(account, namespace),
-            // An Account (its namespace's own key) or the flags' `default` (no selectors).
-            None => true,
-        };
+        let may_adopt = self.may_adopt_through(&name, namespace);
         if needs.adoption && !may_adopt {
             return Err(Refusal::stalled(
-                "AdoptionNotAllowed",
+                ADOPTION_NOT_ALLOWED,
                 format!(
                     "{name} does not let resources of namespace \"{namespace}\" adopt existing objects (its spec.adoptionNamespaceSelector); nothing is called. Remove the mailtarget.co/adoption-policy and mailtarget.co/external-id annotations to create a new object, or ask the platform team"
                 ),
@@ -206,6 +206,18 @@ impl AccountRegistry {
             from_flags: handle.from_flags,
             scope: handle.scope,
         })
+    }
+
+    /// True when resources of `namespace` may adopt existing objects through account `name`: a
+    /// ClusterAccount's `spec.adoptionNamespaceSelector` decides
+    /// ([`Self::namespace_may_adopt`]); an Account (its namespace's own key) and the flags'
+    /// `default` (no selectors) let them.
+    pub fn may_adopt_through(&self, name: &AccountName, namespace: &str) -> bool {
+        let AccountName::Cluster(n) = name else {
+            return true;
+        };
+        let account = (self.cluster_accounts.get()).and_then(|s| s.get(&ObjectRef::new(n)));
+        account.is_none_or(|account| self.namespace_may_adopt(&account, namespace))
     }
 
     /// False when the account `obj` names refuses it outright, so that it can hold no claim
