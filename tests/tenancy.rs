@@ -654,6 +654,129 @@ async fn a_forged_create_pending_marker_adopts_nothing() {
     env.stop().await;
 }
 
+/// A proxy to a simulator that answers the key value `value` holds (when set) in place of the
+/// real one in every single-key answer (`POST /api-key`, `/api-key/{id}`): a service of the
+/// tenant's own choosing, behind an Account whose `apiUrl` a tenant may set.
+#[derive(Clone)]
+struct ChosenValue {
+    upstream: String,
+    http: reqwest::Client,
+    value: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+async fn forward_with_chosen_value(
+    axum::extract::State(p): axum::extract::State<ChosenValue>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let mut upstream = (p.http)
+        .request(parts.method.clone(), format!("{}{}", p.upstream, parts.uri))
+        .body(body);
+    for (name, value) in &parts.headers {
+        if name != "host" {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let answer = upstream.send().await.unwrap();
+    let status = answer.status();
+    let mut bytes = answer.bytes().await.unwrap().to_vec();
+    let single_key = parts.uri.path().starts_with("/api-key")
+        && (parts.method == "POST" || parts.uri.path() != "/api-key");
+    let chosen = p.value.lock().unwrap().clone();
+    if let (true, true, Some(chosen)) = (single_key, status.is_success(), chosen) {
+        let mut doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        doc["key"] = serde_json::Value::String(chosen);
+        bytes = serde_json::to_vec(&doc).unwrap();
+    }
+    axum::response::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(bytes))
+        .unwrap()
+}
+
+/// A tenant cannot sign a create-pending marker with the operator's Secret digest. The tenant
+/// points an Account of its namespace at a service of its choosing, which answers a key whose
+/// value is the very text a pending marker's MAC covers (its victim ApiKey's UID and a time):
+/// the operator writes that value into the tenant's Secret with its keyed digest beside it.
+/// Copied into a `mailtarget.co/create-pending` marker on the victim, which names a company
+/// key the tenant may not adopt, that digest must not pass for the operator's marker: the
+/// victim stays `AlreadyExists`, with no Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_digest_signs_no_pending_marker() {
+    let env = env().await;
+    namespace(&env, "tenant", &[]).await;
+    env.api
+        .create_api_key(&CreateApiKey {
+            name: Some("prod-mailer".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    cluster_account(&env, &env.sim, "default", common::KEY, "  scope: Company\n").await;
+    let second = Simulator::start(SimulatorConfig::new(SECOND_COMPANY_KEY))
+        .await
+        .unwrap();
+    let proxy = ChosenValue {
+        upstream: second.base_url().trim_end_matches('/').to_string(),
+        http: reqwest::Client::new(),
+        value: Default::default(),
+    };
+    let app = axum::Router::new()
+        .fallback(forward_with_chosen_value)
+        .with_state(proxy.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    put_secret(&env, "tenant", "own-key", SECOND_COMPANY_KEY).await;
+    let accounts: Api<mailtarget_operator::crd::Account> =
+        Api::namespaced(env.kube.clone(), "tenant");
+    create(
+        &accounts,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: own, namespace: tenant}}\nspec:\n  credentials: {{secretRef: {{name: own-key}}}}\n  apiUrl: {address}\n  transmissionUrl: {address}\n  scope: Company\n"
+        ),
+    )
+    .await;
+
+    api_key(&env, "tenant", "victim", "  name: prod-mailer\n").await;
+    let victim = key_ready(&env, "tenant", "victim", "False", "AlreadyExists").await;
+    let uid = victim.metadata.uid.clone().unwrap();
+    let time = "2026-11-24T00:00:00Z";
+    let signed = format!("mailtarget-operator/create-pending/v1\0{uid}\0{time}");
+    *proxy.value.lock().unwrap() = Some(signed.clone());
+    let bait = "  accountRef: {kind: Account, name: own}\n";
+    api_key(&env, "tenant", "bait", bait).await;
+    key_ready(&env, "tenant", "bait", "True", "Available").await;
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "tenant");
+    let written = secrets.get("bait-key").await.unwrap();
+    assert_eq!(
+        written.data.unwrap()["apiKey"].0,
+        signed.as_bytes(),
+        "the chosen value is written"
+    );
+    let digest = written.metadata.annotations.unwrap()["mailtarget.co/data-digest"].clone();
+
+    env.sim.clear_request_log();
+    let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), "tenant");
+    // The spec change bumps the generation: the Ready condition computed for it comes from a
+    // reconcile that saw the marker.
+    let forged = serde_json::json!({
+        "metadata": {"annotations": {"mailtarget.co/create-pending": format!("{time} {digest}")}},
+        "spec": {"deletionPolicy": "Orphan"},
+    });
+    keys.patch("victim", &PatchParams::default(), &Patch::Merge(&forged))
+        .await
+        .unwrap();
+    let victim = key_ready(&env, "tenant", "victim", "False", "AlreadyExists").await;
+    assert_eq!(victim.metadata.generation, Some(2));
+    assert!(victim.status.unwrap().id.is_none());
+    assert!(secrets.get_opt("victim-key").await.unwrap().is_none());
+    assert!(service_writes(&env.sim).is_empty());
+    env.stop().await;
+}
+
 /// Creates every SubAccount, ApiKey and SendingDomain of the example file
 /// `examples/tenants/<file>` (its Namespaces are created by the test).
 async fn apply_example(env: &Env, file: &str) {
