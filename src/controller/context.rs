@@ -92,6 +92,10 @@ pub struct Context {
         std::sync::OnceLock<kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Secret>>,
     /// The keyed digest written beside every Secret value (see [`super::secrets`]).
     pub digest: super::secrets::ValueDigest,
+    /// The MAC of create-pending markers (see [`super::identity::pending_is_ours`]), keyed apart
+    /// from [`Self::digest`]: a Secret value is chosen by whoever answers the create (a tenant's
+    /// Account may name any service), so its digest must never pass for a marker's MAC.
+    pub markers: super::secrets::ValueDigest,
     /// The accounts by name, with their clients (see [`super::accounts`]); `default` is the
     /// client of the operator's flags while no ClusterAccount `default` exists.
     pub accounts: Arc<super::accounts::AccountRegistry>,
@@ -99,8 +103,8 @@ pub struct Context {
 
 impl Context {
     /// A context for `kube`, with `api` (the operator's flags) as the `default` account while
-    /// no ClusterAccount `default` exists; the key of Secret value digests and pending-create
-    /// markers is derived from `api`'s key.
+    /// no ClusterAccount `default` exists; the keys of Secret value digests and of pending-create
+    /// markers are derived from `api`'s key, one for each.
     pub fn new(
         kube: kube::Client,
         api: crate::api::Client,
@@ -116,6 +120,9 @@ impl Context {
         let recorder = Recorder::new(kube.clone(), reporter);
         let digest = super::secrets::ValueDigest::new(
             &api.derived_key("mailtarget-operator/secret-digest/v1"),
+        );
+        let markers = super::secrets::ValueDigest::new(
+            &api.derived_key("mailtarget-operator/create-pending-mac/v1"),
         );
         let details =
             DetailSchedule::new(settings.resync_interval, settings.detail_resync_interval);
@@ -134,6 +141,7 @@ impl Context {
             claims: super::claims::Claims::default(),
             secret_cache: std::sync::OnceLock::new(),
             digest,
+            markers,
             accounts,
         }
     }

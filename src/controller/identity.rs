@@ -40,7 +40,8 @@ pub fn is_pending<K: ResourceExt>(obj: &K) -> bool {
 /// True when a create of `obj` may have happened without its id being recorded: the
 /// pending-create marker is there and the operator wrote it. The marker is `<RFC 3339 time>
 /// <MAC>`, the MAC an HMAC-SHA256 of the resource's UID and that time keyed with the operator's
-/// digest key ([`super::secrets::ValueDigest`]), so a marker written by a user (to pass an
+/// marker key ([`Context::markers`]: not the key of Secret value digests, which sign values a
+/// service of a tenant's choosing may pick), so a marker written by a user (to pass an
 /// existing object off as one the operator created) is not trusted: finding an object by name
 /// then needs the adoption policy. A marker written under another credential (the operator's
 /// key rotated between a create and its record) is not trusted either: the object created then
@@ -52,12 +53,12 @@ pub fn pending_is_ours<K: ResourceExt>(ctx: &Context, obj: &K) -> bool {
     let Some((time, mac)) = value.split_once(' ') else {
         return false;
     };
-    ctx.digest.verifies(&pending_message(obj, time), mac)
+    ctx.markers.verifies(&pending_message(obj, time), mac)
 }
 
 /// The MAC of a pending-create marker written at `time` for `obj` (see [`pending_is_ours`]).
 fn pending_mac<K: ResourceExt>(ctx: &Context, obj: &K, time: &str) -> String {
-    ctx.digest.of(&pending_message(obj, time))
+    ctx.markers.of(&pending_message(obj, time))
 }
 
 /// What the MAC of a pending-create marker covers: the resource's UID and the marker's time.
