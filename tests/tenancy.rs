@@ -654,6 +654,48 @@ async fn a_forged_create_pending_marker_adopts_nothing() {
     env.stop().await;
 }
 
+/// The operator's `--default-adoption-policy` applies only where the account lets the
+/// namespace adopt, Secrets included: a tenant's ApiKey (through a ClusterAccount without
+/// `adoptionNamespaceSelector`) naming a Secret the user wrote is `Stalled/SecretConflict`, with
+/// no write to the service, and the Secret keeps its data and gets no owner (with an owner, it
+/// would be deleted with the ApiKey).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_adoption_policy_takes_over_no_secret_where_adoption_is_not_allowed() {
+    let env = Env::start_with(Options {
+        default_adoption_policy: Some(mailtarget_operator::crd::AdoptionPolicy::AdoptOrCreate),
+        ..options()
+    })
+    .await;
+    namespace(&env, "tenant", &[]).await;
+    cluster_account(&env, &env.sim, "default", common::KEY, "  scope: Company\n").await;
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "tenant");
+    let mine: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "app-key", "namespace": "tenant"},
+        "stringData": {"note": "keep me"},
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &mine).await.unwrap();
+    env.sim.clear_request_log();
+
+    api_key(&env, "tenant", "app", "").await;
+    key_ready(&env, "tenant", "app", "False", "SecretConflict").await;
+    let kept = secrets.get("app-key").await.unwrap();
+    let data = kept.data.unwrap_or_default();
+    assert_eq!(
+        data.keys().collect::<Vec<_>>(),
+        ["note"],
+        "the user's data only"
+    );
+    assert!(kept.metadata.owner_references.is_none(), "no owner added");
+    assert!(
+        service_writes(&env.sim).is_empty(),
+        "{:?}",
+        service_writes(&env.sim)
+    );
+    env.stop().await;
+}
+
 /// A proxy to a simulator that answers the key value `value` holds (when set) in place of the
 /// real one in every single-key answer (`POST /api-key`, `/api-key/{id}`): a service of the
 /// tenant's own choosing, behind an Account whose `apiUrl` a tenant may set.

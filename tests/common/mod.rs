@@ -49,6 +49,8 @@ pub struct Options {
     /// The test API server's `ServerOptions::history_window` (how many change events a watch
     /// may resume from); `None`: its default.
     pub history_window: Option<usize>,
+    /// The operator's `--default-adoption-policy`.
+    pub default_adoption_policy: Option<mailtarget_operator::crd::AdoptionPolicy>,
 }
 
 impl Default for Options {
@@ -59,6 +61,7 @@ impl Default for Options {
             detail_resync: None,
             only_managed_crds: false,
             history_window: None,
+            default_adoption_policy: None,
         }
     }
 }
@@ -142,7 +145,7 @@ impl Env {
             verify_first_interval: Duration::from_millis(200),
             verify_max_interval: Duration::from_secs(1),
             max_error_backoff: Duration::from_secs(2),
-            default_adoption_policy: None,
+            default_adoption_policy: options.default_adoption_policy,
         };
         let mut env = Env {
             server,

@@ -126,8 +126,9 @@ async fn existing_objects_need_an_adoption_policy() {
 }
 
 /// A Secret that exists before the ApiKey names it, and that the operator did not write, is
-/// never taken over: `Stalled/SecretConflict`, the user's data and owners untouched, and
-/// deleting the ApiKey leaves the Secret in place.
+/// never taken over: `Stalled/SecretConflict` before any write to the service (no key made
+/// whose value has nowhere to go), the user's data and owners untouched, and deleting the
+/// ApiKey leaves the Secret in place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_users_secret_is_not_taken_over() {
     let mut rig = Rig::new(Rig::sim_config()).await;
@@ -158,6 +159,7 @@ async fn a_users_secret_is_not_taken_over() {
         "the user's data only"
     );
     assert!(s.owner_references().is_empty(), "no owner added");
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
 
     keys.delete("ci", &DeleteParams::default()).await.unwrap();
     wait_deleted(&keys, "ci", &k.uid().unwrap()).await;
