@@ -126,6 +126,9 @@ struct Target<'a> {
 /// (401), and of that SubAccount (see [`super::managed`]).
 pub const REASON_CREDENTIAL_REFUSED: &str = "CredentialRefused";
 
+/// Reason of a resource whose Secret it may not write ([`secrets::refusal`]).
+pub const REASON_SECRET_CONFLICT: &str = "SecretConflict";
+
 /// A 401 told as the refusal of the key that was used (product design: a 401 with a sub
 /// account's credential is a condition on that SubAccount and the objects inside it, never on
 /// the company account). A sub account's credential is marked refused in the account's cache,
@@ -244,11 +247,29 @@ async fn converge_placed<K: Managed>(
     // Observing is not owning: values of an object the resource did not create are exported
     // only under an adoption policy (else any namespace could copy any key by naming it).
     let exports = may_write || adoption.is_some();
+    // A Secret of the user's (or another owner's) is refused before any call to the service:
+    // no object is made whose value would have nowhere to go.
+    let takes_over = adoption.is_some();
     let mut broken = Vec::new();
     if exports {
         for r in K::secret_refs(&plan.desired) {
             let integrity = secrets::check(ctx, obj, &r.secret_name, r.key).await;
-            broken.push(integrity.map_err(|e| Failure::kube("SecretWriteFailed", e, old))?);
+            let integrity = integrity.map_err(|e| Failure::kube("SecretWriteFailed", e, old))?;
+            if let Integrity::Broken { current: Some(s) } = &integrity
+                && let Some(refused) = secrets::refusal(
+                    &obj.uid().unwrap_or_default(),
+                    &r.secret_name,
+                    s,
+                    takes_over,
+                )
+            {
+                return Err(Failure::blocked(
+                    REASON_SECRET_CONFLICT,
+                    refused.to_string(),
+                    old,
+                ));
+            }
+            broken.push(integrity);
         }
     }
     let needs_value = broken.iter().any(|i| !matches!(i, Integrity::Intact))
@@ -342,8 +363,8 @@ async fn converge_placed<K: Managed>(
                         Integrity::Intact => None,
                         Integrity::Broken { current } => Some(current),
                     };
-                    write_secret(ctx, obj, value, current, old.owned_id().is_some(), &status)
-                        .await?;
+                    let recorded = old.owned_id().is_some();
+                    write_secret(ctx, obj, value, current, (recorded, takes_over), &status).await?;
                 }
             }
             Err(note) => notes.push(note),
@@ -533,15 +554,16 @@ async fn write_secret<K: Managed>(
     obj: &K,
     value: &crate::engine::Export,
     current: Option<Option<Box<k8s_openapi::api::core::v1::Secret>>>,
-    recorded: bool,
+    (recorded, takes_over): (bool, bool),
     status: &K::Status,
 ) -> std::result::Result<(), Box<Failure<K::Status>>> {
     let name = &value.secret_name;
+    let (key, v) = (value.key, &value.value);
     let written = match &current {
         Some(current) => {
-            secrets::ensure_over(ctx, obj, name, value.key, &value.value, current.as_deref()).await
+            secrets::ensure_over(ctx, obj, name, key, v, current.as_deref(), takes_over).await
         }
-        None => secrets::ensure(ctx, obj, name, value.key, &value.value).await,
+        None => secrets::ensure(ctx, obj, name, key, v, takes_over).await,
     };
     match written {
         Ok(SecretWrite::Written) if recorded && current.is_some() => {
@@ -558,7 +580,11 @@ async fn write_secret<K: Managed>(
         }
         Ok(_) => Ok(()),
         Err(SecretError::Kube(e)) => Err(Failure::kube("SecretWriteFailed", e, status)),
-        Err(e) => Err(Failure::blocked("SecretConflict", e.to_string(), status)),
+        Err(e) => Err(Failure::blocked(
+            REASON_SECRET_CONFLICT,
+            e.to_string(),
+            status,
+        )),
     }
 }
 

@@ -181,6 +181,28 @@ pub enum SecretError {
     },
 }
 
+/// Why the resource with UID `uid` may not write Secret `name` as it is now (`current`):
+/// another object controls it (`OwnedByOther`), or the operator did not write it for that
+/// resource (it has no owner reference to it) and `takes_over` is false (`NotOurs`).
+/// `takes_over` is true only under an adoption policy in force where the account lets the
+/// namespace adopt (product design, "The managed-resource model": a pre-existing Secret is
+/// not taken over unless the policy says so). `None`: it may. Decided before any call to the
+/// service, and again right before the write.
+pub fn refusal(uid: &str, name: &str, current: &Secret, takes_over: bool) -> Option<SecretError> {
+    let refs = current.owner_references();
+    if let Some(other) = refs
+        .iter()
+        .find(|r| r.controller == Some(true) && r.uid != uid)
+    {
+        return Some(SecretError::OwnedByOther {
+            name: name.into(),
+            owner: format!("{}/{}", other.kind, other.name),
+        });
+    }
+    let ours = refs.iter().any(|r| r.uid == uid);
+    (!ours && !takes_over).then(|| SecretError::NotOurs { name: name.into() })
+}
+
 /// True when `secret` is controlled by nobody but the owner with `uid`, is owned by it, and
 /// holds `value` under `key` with the matching digest annotation.
 fn holds(
@@ -209,13 +231,15 @@ fn holds(
 /// (no request when the watch cache shows it intact, else one GET; no write). The value never
 /// reaches logs or errors.
 ///
-/// Errors: Kubernetes API errors; a Secret controlled by another object.
+/// Errors: Kubernetes API errors; a Secret the owner may not write ([`refusal`], with
+/// `takes_over`).
 pub async fn ensure<K: Resource<DynamicType = ()>>(
     ctx: &Context,
     owner: &K,
     name: &str,
     key: &str,
     value: &SecretString,
+    takes_over: bool,
 ) -> Result<SecretWrite, SecretError> {
     let uid = owner.uid().unwrap_or_default();
     if cached(ctx, owner, name).is_some_and(|s| holds(&ctx.digest, &s, &uid, key, value)) {
@@ -224,14 +248,13 @@ pub async fn ensure<K: Resource<DynamicType = ()>>(
     let api: Api<Secret> =
         Api::namespaced(ctx.kube.clone(), &owner.namespace().unwrap_or_default());
     let current = api.get_opt(name).await?;
-    ensure_over(ctx, owner, name, key, value, current.as_ref()).await
+    ensure_over(ctx, owner, name, key, value, current.as_ref(), takes_over).await
 }
 
 /// [`ensure`] for a caller that has just read the Secret (`current`, `None` when it does not
 /// exist, e.g. from [`check`]): no further read before the write.
 ///
-/// Errors: Kubernetes API errors; a Secret controlled by another object, or one the operator
-/// did not write for `owner` (taken over only under an adoption policy).
+/// Errors: Kubernetes API errors; a Secret the owner may not write ([`refusal`]).
 pub async fn ensure_over<K: Resource<DynamicType = ()>>(
     ctx: &Context,
     owner: &K,
@@ -239,6 +262,7 @@ pub async fn ensure_over<K: Resource<DynamicType = ()>>(
     key: &str,
     value: &SecretString,
     current: Option<&Secret>,
+    takes_over: bool,
 ) -> Result<SecretWrite, SecretError> {
     let namespace = owner.namespace().unwrap_or_default();
     let api: Api<Secret> = Api::namespaced(ctx.kube.clone(), &namespace);
@@ -249,25 +273,11 @@ pub async fn ensure_over<K: Resource<DynamicType = ()>>(
             owner: "nobody (the owner has no uid)".into(),
         })?;
     if let Some(existing) = current {
-        if let Some(other) = existing
-            .owner_references()
-            .iter()
-            .find(|r| r.controller == Some(true) && r.uid != owner_ref.uid)
-        {
-            return Err(SecretError::OwnedByOther {
-                name: name.into(),
-                owner: format!("{}/{}", other.kind, other.name),
-            });
-        }
         if holds(&ctx.digest, existing, &owner_ref.uid, key, value) {
             return Ok(SecretWrite::Unchanged);
         }
-        let ours = existing
-            .owner_references()
-            .iter()
-            .any(|r| r.uid == owner_ref.uid);
-        if !ours && super::identity::adoption_policy(ctx, owner).is_none() {
-            return Err(SecretError::NotOurs { name: name.into() });
+        if let Some(refused) = refusal(&owner_ref.uid, name, existing, takes_over) {
+            return Err(refused);
         }
     }
     let mut data = BTreeMap::new();
