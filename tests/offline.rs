@@ -534,6 +534,21 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         (format!("{HEADER_KEY}spec:\n  secretName: a\nspec:\n  secretName: b\n"), "", "gives key \"spec\" twice"),
         (format!("{HEADER_CLUSTER_ACCOUNT}  namespaceSelector: {{matchExpressions: [{{key: team, operator: Near, values: [a]}}]}}\n"), "spec.namespaceSelector.matchExpressions[0].operator", "\"Near\""),
         (format!("{HEADER_CLUSTER_ACCOUNT}  adoptionNamespaceSelector: {{matchExpressions: [{{key: team, operator: In}}]}}\n"), "spec.adoptionNamespaceSelector.matchExpressions[0].values", "In"),
+        // Values the service trims would never match their object again: every apply an update.
+        (format!("{HEADER_SUB}spec:\n  status: \" active \"\n"), "spec.status", "leading or trailing whitespace"),
+        (format!("{HEADER_SUB}spec:\n  deactivatedStatus: \"inactive \"\n"), "spec.deactivatedStatus", "leading or trailing whitespace"),
+        (format!("{HEADER_KEY}spec:\n  secretName: s\n  permissionType: \" full\"\n"), "spec.permissionType", "leading or trailing whitespace"),
+        // JSON has no NaN or infinity: such a value is no value to drop silently.
+        (format!("{HEADER_DOMAIN}spec:\n  domain: ni.example.com\n  note: .inf\n"), "", "JSON cannot hold"),
+        (format!("{HEADER_DOMAIN}spec:\n  domain: ni.example.com\n  dkimPrivateKeySecretName: .nan\n"), "", "JSON cannot hold"),
+        // A field indented under metadata by mistake is not dropped silently.
+        ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  dkimPrivateKeySecretName: d-dkim\nspec:\n  domain: d.example.com\n".into(), "metadata", "unknown field \"dkimPrivateKeySecretName\""),
+        ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  labels: {\"bad key!\": v}\nspec:\n  domain: d.example.com\n".into(), "metadata.labels", "\"bad key!\" is not a valid label key"),
+        ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  labels: {a: \"v a l\"}\nspec:\n  domain: d.example.com\n".into(), "metadata.labels[a]", "not a valid label value"),
+        ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  annotations: {\"a/b/c\": v}\nspec:\n  domain: d.example.com\n".into(), "metadata.annotations", "\"a/b/c\" is not a valid annotation key"),
+        // An apiVersion that is no group/version is a mistake, not another API group to skip.
+        ("apiVersion: \" mailtarget.co/v1alpha1\"\nkind: ApiKey\nmetadata:\n  name: k\nspec:\n  secretName: s\n".into(), "apiVersion", "not a valid apiVersion"),
+        ("apiVersion: /v1alpha1\nkind: ApiKey\nmetadata:\n  name: k\nspec:\n  secretName: s\n".into(), "apiVersion", "not a valid apiVersion"),
     ];
     let sim = simulator().await;
     let dir = tempfile::tempdir().unwrap();
@@ -565,6 +580,40 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         "bad manifests caused API calls: {:?}",
         sim.request_log()
     );
+}
+
+/// Every problem of a document is reported at once, metadata's with the spec's (a type error in
+/// `metadata.labels` used to hide the others until it was fixed); a document that cannot be
+/// read as JSON (a NaN) does not hide the problems of the documents after it; a file that
+/// starts with a UTF-8 byte-order mark (as some Windows editors write) is read as the same
+/// file without it, as kubectl reads it.
+#[tokio::test]
+async fn every_problem_is_reported_at_once() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: k\n  labels: {a: 1}\n  annotations: {b: 2}\nspec: {secretName: s, bogus: 1}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: d}\nspec: {domain: d.example.com, note: .nan}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: k2}\nspec: {secretName: s2, later: 1}\n";
+    let out = run_manifest("plan", dir.path(), "many.yaml", text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    for fragment in [
+        "metadata.labels[a]:",
+        "metadata.annotations[b]:",
+        "\"bogus\"",
+        "(document 2)",
+        "\"later\"",
+    ] {
+        assert!(shown.contains(fragment), "{fragment}: {shown}");
+    }
+
+    let key = std::fs::read(examples().join("apikey-ci.yaml")).unwrap();
+    let with_mark = [&b"\xef\xbb\xbf"[..], &key].concat();
+    let file = dir.path().join("marked.yaml");
+    std::fs::write(&file, with_mark).unwrap();
+    let out = run_binary(&["plan", "-f", file.to_str().unwrap()], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("Plan: 1 to create"), "{shown}");
+    assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
 
 /// Writes `text` to a file in `dir` and runs `mailtarget-operator <command> -f FILE` on it.
