@@ -542,7 +542,7 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         (format!("{HEADER_DOMAIN}spec:\n  domain: ni.example.com\n  note: .inf\n"), "", "JSON cannot hold"),
         (format!("{HEADER_DOMAIN}spec:\n  domain: ni.example.com\n  dkimPrivateKeySecretName: .nan\n"), "", "JSON cannot hold"),
         // A field indented under metadata by mistake is not dropped silently.
-        ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  dkimPrivateKeySecretName: d-dkim\nspec:\n  domain: d.example.com\n".into(), "metadata", "unknown field \"dkimPrivateKeySecretName\""),
+        ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  dkimPrivateKeySecretName: d-dkim\nspec:\n  domain: d.example.com\n".into(), "metadata.dkimPrivateKeySecretName", "unknown field \"dkimPrivateKeySecretName\""),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  labels: {\"bad key!\": v}\nspec:\n  domain: d.example.com\n".into(), "metadata.labels", "\"bad key!\" is not a valid label key"),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  labels: {a: \"v a l\"}\nspec:\n  domain: d.example.com\n".into(), "metadata.labels[a]", "not a valid label value"),
         ("apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: d\n  annotations: {\"a/b/c\": v}\nspec:\n  domain: d.example.com\n".into(), "metadata.annotations", "\"a/b/c\" is not a valid annotation key"),
@@ -605,8 +605,8 @@ async fn every_problem_is_reported_at_once() {
         assert!(shown.contains(fragment), "{fragment}: {shown}");
     }
 
-    let key = std::fs::read(examples().join("apikey-ci.yaml")).unwrap();
-    let with_mark = [&b"\xef\xbb\xbf"[..], &key].concat();
+    let key = b"apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: k}\nspec: {secretName: s}\n";
+    let with_mark = [&b"\xef\xbb\xbf"[..], &key[..]].concat();
     let file = dir.path().join("marked.yaml");
     std::fs::write(&file, with_mark).unwrap();
     let out = run_binary(&["plan", "-f", file.to_str().unwrap()], Some(&sim)).await;

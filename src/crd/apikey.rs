@@ -67,9 +67,10 @@ pub struct ApiKeySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 100), pattern(super::schema::NAME_PATTERN))]
     pub name: Option<String>,
-    /// `permissionType` (free string; values are not documented by the interface).
+    /// `permissionType` (free string; values are not documented by the interface). No leading or
+    /// trailing whitespace (the service trims it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), pattern(super::schema::NAME_PATTERN))]
     pub permission_type: Option<String>,
     /// `permissionIds`. Empty or unset: not managed, the key keeps the ids it has (the
     /// interface does not say what an empty list grants, so none is sent).

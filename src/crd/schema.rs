@@ -19,7 +19,8 @@ pub const DNS_SUBDOMAIN_PATTERN: &str =
 /// and ending with a letter or digit; Kubernetes API conventions, "Names").
 pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
-/// Pattern of a name at the service (sub account, API key): no leading or trailing whitespace.
+/// Pattern of a name at the service (sub account, API key), and of the other free strings it
+/// stores (a sub account's status, a key's permission type): no leading or trailing whitespace.
 /// The service trims names before storing them, so a name with surrounding spaces would never
 /// match its own object by name again (design decision "Names"). Read the same way by RE2
 /// (kube-apiserver) and ECMA-262 (JSON Schema).

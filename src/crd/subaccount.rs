@@ -53,9 +53,10 @@ pub struct SubAccountSpec {
     pub name: Option<String>,
 
     /// Sub account `status` (free string; the service's values are not documented). Unset leaves
-    /// the service's default (the simulator uses `active`).
+    /// the service's default (the simulator uses `active`). No leading or trailing whitespace
+    /// (the service trims it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), pattern(super::schema::NAME_PATTERN))]
     pub status: Option<String>,
 
     /// IP pool to assign (`ipPoolId`).
@@ -90,9 +91,10 @@ pub struct SubAccountSpec {
     #[serde(default)]
     pub deletion_policy: SubAccountDeletionPolicy,
 
-    /// Status written by `deletionPolicy: Deactivate`. Default `inactive`.
+    /// Status written by `deletionPolicy: Deactivate`. Default `inactive`. No leading or trailing
+    /// whitespace (the service trims it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), pattern(super::schema::NAME_PATTERN))]
     pub deactivated_status: Option<String>,
 
     /// `Full` (default) manages the sub account; `ObserveOnly` only reports it.
@@ -109,9 +111,9 @@ pub struct InitialApiKey {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 100), pattern(super::schema::NAME_PATTERN))]
     pub name: Option<String>,
-    /// `permissionType` of the key (free string).
+    /// `permissionType` of the key (free string; no leading or trailing whitespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63))]
+    #[schemars(length(min = 1, max = 63), pattern(super::schema::NAME_PATTERN))]
     pub permission_type: Option<String>,
     /// `permissionIds` of the key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

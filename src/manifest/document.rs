@@ -4,7 +4,8 @@
 //! (`<<: *defaults`, YAML 1.1's merge type, which kubectl's reader applies) adds the keys of the
 //! mapping it names (or of each mapping of a list, the first one winning) that the mapping does
 //! not give itself. YAML tags other than the core schema's (`!Foo bar`) have no JSON form and
-//! are refused too.
+//! are refused too, and so are NaN and the infinities (`.nan`, `.inf`), which JSON cannot hold:
+//! read as null, they would unset the field silently.
 
 use std::fmt;
 
@@ -44,9 +45,14 @@ impl<'de> Visitor<'de> for DocumentVisitor {
         Ok(v.into())
     }
 
-    /// NaN and infinities, which JSON lacks, become `null` (as in serde_json's `Value`).
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    /// NaN and infinities, which JSON lacks, are refused (serde_json's `Value` would make them
+    /// `null`, silently unsetting the field).
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v).map(Value::Number).ok_or_else(|| {
+            E::custom(format!(
+                "{v} is a number JSON cannot hold (.inf, -.inf or .nan); quote it to give a string"
+            ))
+        })
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {

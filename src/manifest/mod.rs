@@ -2,6 +2,7 @@
 //! per file, validated against the same schema the cluster uses before anything is sent.
 
 mod document;
+mod metadata;
 pub(crate) mod read;
 mod schema_check;
 

@@ -8,10 +8,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::document::Document;
-use super::schema_check::{self, Violation};
+use super::schema_check;
 use super::{Loaded, ManifestError, ManifestErrors, Resource, Source};
 use crate::crd::GROUP;
-use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
 use crate::text::{MAX_VALUE_CHARS, printable};
 
 /// The result of reading manifests: the resources of this operator's kinds, and the documents
@@ -313,23 +312,26 @@ fn read_stream(file: &Path, text: &str, set: &mut ManifestSet, errors: &mut Vec<
                     field: None,
                     message,
                 });
-                // A document that cannot be read ends the stream: after a syntax error later
-                // documents cannot be located reliably.
-                break;
+                continue;
             }
         };
         read_document(source, value, set, errors);
     }
 }
 
-/// The documents of a file's text, each a value, up to the first that cannot be read, which is
-/// the message of its syntax error (later documents cannot be located reliably after one).
+/// The documents of a file's text, each a value or why it cannot be read. A document whose YAML
+/// has no JSON form (a NaN, a key that is a list) is reported and the next one read; a syntax
+/// error ends the list (later documents cannot be located reliably after one).
 ///
 /// As kubectl's YAML-or-JSON decoder reads a file, whatever its name: a text that starts with
 /// `{` is read as a stream of JSON objects, one after the other (`jq -c` output, `cat *.json`);
 /// where that stream stops being JSON (a `---`, a flow mapping with bare keys) the rest is read
 /// as YAML documents separated by `---`. A text that is neither reports the JSON error.
+///
+/// A UTF-8 byte-order mark at the start (some Windows editors write one) is no content: YAML
+/// 1.2 allows it there.
 fn documents(text: &str) -> Vec<Result<Value, String>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Vec::new();
     let (mut consumed, mut json_error) = (0, None);
     if text.trim_start().starts_with('{') {
@@ -350,16 +352,28 @@ fn documents(text: &str) -> Vec<Result<Value, String>> {
     }
     // The JSON read is blanked out, so that YAML's lines and columns stay the file's.
     let blanked = text[..consumed].replace(|c| c != '\n', " ") + &text[consumed..];
-    for document in serde_yaml::Deserializer::from_str(&blanked) {
-        match Document::deserialize(document) {
-            Ok(Document(value)) => out.push(Ok(value)),
-            Err(e) => {
-                let json = text[consumed..].trim_start().starts_with('{');
-                out.push(Err(json_error
-                    .filter(|_| json)
-                    .unwrap_or_else(|| format!("not valid YAML: {e}"))));
+    let json = text[consumed..].trim_start().starts_with('{');
+    let mut yaml = serde_yaml::Deserializer::from_str(&blanked)
+        .map(|document| Document::deserialize(document).map_err(|e| e.to_string()));
+    // A document's error, until the next one tells a syntax error (serde_yaml yields it again
+    // for every later document) from a value with no JSON form (the next document is read).
+    let mut failed: Option<String> = None;
+    loop {
+        let next = yaml.next();
+        if let Some(error) = failed.take() {
+            let syntax = matches!(&next, Some(Err(again)) if *again == error);
+            if syntax || json {
+                // A JSON stream that stopped being JSON is reported as such.
+                let json_error = json_error.filter(|_| json);
+                out.push(Err(json_error.unwrap_or(format!("not valid YAML: {error}"))));
                 break;
             }
+            out.push(Err(error));
+        }
+        match next {
+            None => break,
+            Some(Ok(Document(value))) => out.push(Ok(value)),
+            Some(Err(error)) => failed = Some(error),
         }
     }
     out
@@ -432,6 +446,18 @@ fn read_document(
     // A group that differs in case only is a typo (groups are case-sensitive), reported below.
     let group = api_version.split('/').next().unwrap_or_default();
     if !group.eq_ignore_ascii_case(GROUP) {
+        if !is_api_version(api_version) {
+            errors.push(error(
+                None,
+                Some("apiVersion"),
+                format!(
+                    "{} is not a valid apiVersion: write GROUP/VERSION ({GROUP}/{}), or VERSION alone for the core group (v1)",
+                    quoted(api_version),
+                    crate::crd::VERSION
+                ),
+            ));
+            return;
+        }
         let described = format!("{}/{} {}", shown(api_version), shown(kind), quoted(name));
         set.skipped.push((source, described, NOT_OURS));
         return;
@@ -459,7 +485,7 @@ fn read_document(
         return;
     }
     // Every field error of the document at once, as the API server lists them all.
-    let mut violations = metadata_problems(&doc);
+    let mut violations = super::metadata::problems(&doc);
     violations.extend(schema_check::check(kind, &doc));
     if !violations.is_empty() {
         for v in violations {
@@ -528,6 +554,16 @@ fn read_document(
     }
 }
 
+/// True when `value` is an apiVersion as kube-apiserver reads one: `group/version`, the group a
+/// DNS-1123 subdomain, or `version` alone (the core group), the version a DNS-1123 label.
+fn is_api_version(value: &str) -> bool {
+    use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
+    match value.split_once('/') {
+        Some((group, version)) => is_dns1123_subdomain(group) && is_dns1123_label(version),
+        None => is_dns1123_label(value),
+    }
+}
+
 /// A value from the manifest as it may be embedded in a message: [`printable`], capped.
 fn shown(value: &str) -> String {
     printable(value, MAX_VALUE_CHARS)
@@ -540,42 +576,6 @@ fn quoted(value: &str) -> String {
 
 fn typed<T: serde::de::DeserializeOwned>(doc: &Value) -> Result<T, (String, String)> {
     serde_path_to_error::deserialize(doc).map_err(|e| (e.path().to_string(), e.inner().to_string()))
-}
-
-/// The problems of `metadata.name` (required, a DNS-1123 subdomain) and `metadata.namespace`
-/// (a DNS-1123 label), as the API server checks them.
-fn metadata_problems(doc: &Value) -> Vec<Violation> {
-    let mut problems = Vec::new();
-    let mut problem = |field: &str, message: String| {
-        problems.push(Violation {
-            field: field.into(),
-            message,
-        })
-    };
-    match doc.pointer("/metadata/name").and_then(Value::as_str) {
-        None => problem("metadata.name", "required: give the resource a name".into()),
-        Some(name) if !is_dns1123_subdomain(name) => problem(
-            "metadata.name",
-            format!(
-                "{} is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
-                quoted(name)
-            ),
-        ),
-        Some(_) => {}
-    }
-    if let Some(ns) = doc.pointer("/metadata/namespace") {
-        let ns = ns.as_str().unwrap_or_default();
-        if !is_dns1123_label(ns) {
-            problem(
-                "metadata.namespace",
-                format!(
-                    "{} is not a valid namespace: use at most 63 lowercase letters, digits and '-'",
-                    quoted(ns)
-                ),
-            );
-        }
-    }
-    problems
 }
 
 /// Problems that involve more than one document: the same object twice, two objects claiming

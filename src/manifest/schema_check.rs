@@ -10,7 +10,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::{Value, json};
 
 use crate::crd::generate::all_crds;
-use crate::crd::schema::{HOSTNAME_PATTERN, IP_PATTERN};
+use crate::crd::schema::{HOSTNAME_PATTERN, IP_PATTERN, NAME_PATTERN};
 
 /// One schema violation: the field path (`spec.allowedIps[0]`) and a message for people.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +131,12 @@ fn describe(
             None,
             format!(
                 "{instance} is not a valid domain name (lowercase labels of letters, digits and hyphens separated by dots, e.g. mail.example.com; write internationalised names in their xn-- form)"
+            ),
+        ),
+        ValidationErrorKind::Pattern { pattern } if pattern == NAME_PATTERN => (
+            None,
+            format!(
+                "{instance} has leading or trailing whitespace, which the service trims (the value would never match its object again): remove it"
             ),
         ),
         ValidationErrorKind::AdditionalProperties { unexpected } => (

@@ -1,0 +1,183 @@
+//! The checks kube-apiserver makes of an object's `metadata` (`ValidateObjectMeta` in
+//! k8s.io/apimachinery), made before any call so that a manifest the API server would refuse
+//! is refused here too, every problem at once: `name` (required, a DNS-1123 subdomain),
+//! `namespace` (a DNS-1123 label), `labels` (qualified-name keys, label values), `annotations`
+//! (qualified-name keys, string values), and no field ObjectMeta lacks, as `kubectl apply`
+//! refuses one under its default `--validate=strict` (a field of `spec` indented under
+//! `metadata` by mistake would otherwise be dropped without a word).
+
+use serde_json::Value;
+
+use super::schema_check::Violation;
+use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
+use crate::text::{MAX_VALUE_CHARS, printable};
+
+/// The fields of ObjectMeta (k8s.io/apimachinery `meta/v1`).
+const FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// What a label key, an annotation key and a label value may hold, for people.
+const NAME_RULE: &str =
+    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
+
+/// Every problem of `doc`'s `metadata` (field path and message).
+pub(super) fn problems(doc: &Value) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut problem = |field: String, message: String| out.push(Violation { field, message });
+    let metadata = doc.get("metadata").and_then(Value::as_object);
+    match metadata.and_then(|m| m.get("name")).and_then(Value::as_str) {
+        None => problem(
+            "metadata.name".into(),
+            "required: give the resource a name".into(),
+        ),
+        Some(name) if !is_dns1123_subdomain(name) => problem(
+            "metadata.name".into(),
+            format!(
+                "{} is not a valid name: use at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
+                quoted(name)
+            ),
+        ),
+        Some(_) => {}
+    }
+    let Some(metadata) = metadata else {
+        return out;
+    };
+    if let Some(ns) = metadata.get("namespace") {
+        let ns = ns.as_str().unwrap_or_default();
+        if !is_dns1123_label(ns) {
+            problem(
+                "metadata.namespace".into(),
+                format!(
+                    "{} is not a valid namespace: use at most 63 lowercase letters, digits and '-'",
+                    quoted(ns)
+                ),
+            );
+        }
+    }
+    for field in metadata.keys().filter(|f| !FIELDS.contains(&f.as_str())) {
+        problem(
+            format!("metadata.{}", printable(field, MAX_VALUE_CHARS)),
+            format!(
+                "unknown field {} (metadata holds name, namespace, labels and annotations; is a field of spec indented under metadata?)",
+                quoted(field)
+            ),
+        );
+    }
+    for (map, is_label) in [("labels", true), ("annotations", false)] {
+        let Some(entries) = metadata.get(map).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let Some(entries) = entries.as_object() else {
+            problem(
+                format!("metadata.{map}"),
+                "must be a mapping of strings to strings".into(),
+            );
+            continue;
+        };
+        let kind = if is_label { "label" } else { "annotation" };
+        for (key, value) in entries {
+            if !is_qualified_name(key) {
+                problem(
+                    format!("metadata.{map}"),
+                    format!(
+                        "{} is not a valid {kind} key: an optional DNS subdomain and '/', then {NAME_RULE}",
+                        quoted(key)
+                    ),
+                );
+            }
+            let field = format!("metadata.{map}[{}]", printable(key, MAX_VALUE_CHARS));
+            match value.as_str() {
+                None => problem(field, format!("{} is not a string: quote it", shown(value))),
+                Some(v) if is_label && !is_label_value(v) => problem(
+                    field,
+                    format!(
+                        "{} is not a valid label value: empty, or {NAME_RULE}",
+                        quoted(v)
+                    ),
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    out
+}
+
+/// A qualified name, as kube-apiserver checks label and annotation keys (`IsQualifiedName`):
+/// an optional DNS-1123 subdomain prefix and `/`, then a name of [`NAME_RULE`].
+fn is_qualified_name(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_name_part(name),
+        None => is_name_part(key),
+    }
+}
+
+/// A label value (`IsValidLabelValue`): empty, or a name of [`NAME_RULE`].
+fn is_label_value(value: &str) -> bool {
+    value.is_empty() || is_name_part(value)
+}
+
+fn is_name_part(s: &str) -> bool {
+    let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    (1..=63).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && alphanumeric(s.chars().next())
+        && alphanumeric(s.chars().last())
+}
+
+/// `value` as it may be embedded in a message: its JSON text, capped.
+fn shown(value: &Value) -> String {
+    printable(&value.to_string(), MAX_VALUE_CHARS)
+}
+
+/// `value` in double quotes, capped.
+fn quoted(value: &str) -> String {
+    format!("\"{}\"", printable(value, MAX_VALUE_CHARS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_label_value, is_qualified_name};
+
+    /// Keys and values as kube-apiserver accepts and refuses them.
+    #[test]
+    fn keys_and_values_follow_the_api_server() {
+        for ok in [
+            "app",
+            "app.kubernetes.io/name",
+            "a_b.c-d",
+            "mailtarget.co/external-id",
+        ] {
+            assert!(is_qualified_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "bad key!",
+            "a/b/c",
+            "-a",
+            "a-",
+            "/a",
+            "Upper.Case/x",
+            &"n".repeat(64),
+        ] {
+            assert!(!is_qualified_name(bad), "{bad}");
+        }
+        assert!(is_label_value("") && is_label_value("v1.2_x"));
+        assert!(!is_label_value("v a l") && !is_label_value(&"v".repeat(64)));
+    }
+}
