@@ -1161,8 +1161,10 @@ async fn references_across_namespaces_follow_allowed_namespaces() {
 
 /// A ClusterAccount among the manifests decides, with its `spec.namespaceSelector`, which
 /// namespaces' resources may use it, as in a cluster: one whose requirements on the name label
-/// exclude the namespace refuses the resource (`AccountNotAllowed`, nothing called) in `plan`,
-/// `apply` and `destroy`; requirements on other labels give a note.
+/// exclude the namespace refuses the resource (`AccountNotAllowed`) in `plan`, `apply` and
+/// `destroy`, with no call to the account at all (not even its lists: an account without
+/// `apiUrl` is the public service) and no call listed; requirements on other labels give a
+/// note.
 #[tokio::test]
 async fn accounts_follow_their_namespace_selector() {
     let sim = simulator().await;
@@ -1193,8 +1195,9 @@ async fn accounts_follow_their_namespace_selector() {
         let shown = output_text(&out);
         assert_eq!(out.status.code(), Some(1), "{command}: {shown}");
         assert!(shown.contains("AccountNotAllowed"), "{command}: {shown}");
+        assert!(!shown.contains("POST"), "{command}: {shown}");
     }
-    assert!(wrote_nothing(&sim));
+    assert_eq!(sim.request_log(), vec![], "nothing called");
     // A paused resource is left alone before any account is used, as in a cluster.
     let paused = manifests(excluded).replace(
         "namespace: team-z}",
