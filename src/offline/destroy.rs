@@ -29,7 +29,7 @@ pub async fn plan(
     resources: &[Loaded],
     selectors: &[(String, LabelSelector)],
 ) -> Result<OfflinePlan, ApiError> {
-    let inventory = &Inventory::load(client).await?;
+    let inventory = &super::guards::inventory_for(client, resources, selectors).await?;
     let mut entries: Vec<Entry> = resources.iter().map(entry_of).collect();
     let mut steps = vec![Step::Invalid; resources.len()];
     // Sub accounts first (planned once): keys inside them are looked up in their scope, found
@@ -37,6 +37,11 @@ pub async fn plan(
     let mut subs = Vec::new();
     for sub_accounts in [true, false] {
         for (i, (loaded, e)) in resources.iter().zip(&mut entries).enumerate() {
+            // Refused by its account: nothing of it is looked up, nothing called.
+            if let Some(refused) = super::guards::refused(loaded, selectors) {
+                e.error = Some(refused);
+                continue;
+            }
             let at = (loaded, subs.as_slice(), inventory);
             steps[i] = match &loaded.resource {
                 Resource::SubAccount(r) if sub_accounts => {

@@ -16,7 +16,8 @@ use kube::core::{Selector, SelectorExt};
 use super::inside::Inside;
 use super::plan::{Entry, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
-use crate::manifest::Resource;
+use crate::engine::inventory::Inventory;
+use crate::manifest::{Loaded, Resource};
 
 /// Plan action of a paused resource.
 pub const PAUSED: &str = "paused";
@@ -251,6 +252,33 @@ pub(crate) fn account_allows(
         Selected::IfLabelsMatch => Ok(Some(format!(
             "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{own}\" match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
         ))),
+    }
+}
+
+/// Why `loaded` is refused outright, before anything of its account is read: its ClusterAccount
+/// does not let its namespace use it ([`account_allows`]), and it is not paused (a paused
+/// resource is left alone before any account is used, as in a cluster). `None`: it is planned.
+pub(crate) fn refused(loaded: &Loaded, selectors: &[(String, LabelSelector)]) -> Option<String> {
+    let r = &loaded.resource;
+    (!r.is_paused())
+        .then(|| account_allows(r, selectors).err())
+        .flatten()
+}
+
+/// The account's objects, read only when some of `resources` is not [`refused`] (or none is
+/// given: the account's objects are still listed): a group of refused resources calls nothing.
+///
+/// Errors: the lists'.
+pub(crate) async fn inventory_for(
+    client: &crate::api::Client,
+    resources: &[Loaded],
+    selectors: &[(String, LabelSelector)],
+) -> Result<Inventory, crate::api::ApiError> {
+    let all_refused =
+        !resources.is_empty() && (resources.iter()).all(|l| refused(l, selectors).is_some());
+    match all_refused {
+        true => Ok(Inventory::default()),
+        false => Inventory::load(client).await,
     }
 }
 

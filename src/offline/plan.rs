@@ -313,7 +313,7 @@ pub async fn build(
     resources: &[Loaded],
     selectors: &[(String, LabelSelector)],
 ) -> Result<OfflinePlan, ApiError> {
-    let inventory = Inventory::load(client).await?;
+    let inventory = super::guards::inventory_for(client, resources, selectors).await?;
     build_with(client, resources, &inventory, selectors).await
 }
 
@@ -338,6 +338,11 @@ pub(crate) async fn build_with(
         let planned: Vec<(usize, Entry, Step, Option<Inside>)> = stream::iter(pass)
             .map(|(i, loaded)| async move {
                 let mut e = entry_of(loaded);
+                // Refused by its account: nothing of it is planned, nothing called.
+                if let Some(refused) = super::guards::refused(loaded, selectors) {
+                    e.error = Some(refused);
+                    return Ok((i, e, Step::Invalid, None));
+                }
                 let at = (loaded, subs_so_far, inventory);
                 let (step, placed) = match &loaded.resource {
                     Resource::SubAccount(r) => {
