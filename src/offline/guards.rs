@@ -29,8 +29,9 @@ pub const OBSERVE: &str = "observe";
 /// matched; every entry with an error ends with action `error` (counted as one). `entries`,
 /// `steps` and `resources` are parallel (one slot per resource).
 /// `inside` says which resources are placed inside a sub account (empty: none); `selectors`
-/// are the manifests' ClusterAccount namespace selectors ([`account_allows`]), applied before
-/// the claims are compared, so that a resource its account refuses claims nothing.
+/// are the manifests' ClusterAccount namespace selectors, whose undecidable requirements give
+/// notes (a resource its account refuses was planned so already, with an error, and claims
+/// nothing: see [`refused`]).
 pub(crate) fn apply(
     entries: &mut [Entry],
     steps: &mut [Step],
@@ -66,7 +67,7 @@ pub(crate) fn apply(
         }
     }
     nothing_inside_skipped_sub_accounts(entries, steps, resources, inside);
-    accounts_allowed(entries, steps, resources, selectors);
+    selector_notes(entries, resources, selectors);
     conflicts(entries, resources);
     for e in entries.iter_mut().filter(|e| e.error.is_some()) {
         e.action = "error";
@@ -282,24 +283,16 @@ pub(crate) async fn inventory_for(
     }
 }
 
-/// Refuses each resource whose account does not allow its namespace ([`account_allows`]): the
-/// entry's error says `AccountNotAllowed`, and nothing of it is called. An undecidable selector
-/// gives a note. A paused resource is left alone before any account is used, as in a cluster.
-fn accounts_allowed(
+/// Notes each resource whose account's selector the CLI cannot decide ([`account_allows`]).
+/// Refused resources were planned as such, with no call ([`refused`]); a paused resource is
+/// left alone before any account is used, as in a cluster.
+fn selector_notes(
     entries: &mut [Entry],
-    steps: &mut [Step],
     resources: &[Resource],
     selectors: &[(String, LabelSelector)],
 ) {
-    let rows = entries.iter_mut().zip(steps.iter_mut()).zip(resources);
-    for ((e, step), r) in rows.filter(|((e, _), _)| e.action != PAUSED) {
-        match account_allows(r, selectors) {
-            Ok(note) => e.notes.extend(note),
-            Err(refused) if e.error.is_none() => {
-                e.error = Some(refused);
-                *step = Step::Invalid;
-            }
-            Err(_) => {}
-        }
+    let rows = entries.iter_mut().zip(resources);
+    for (e, r) in rows.filter(|(e, _)| e.action != PAUSED) {
+        e.notes.extend(account_allows(r, selectors).ok().flatten());
     }
 }
