@@ -616,6 +616,32 @@ async fn every_problem_is_reported_at_once() {
     assert!(sim.request_log().iter().all(|r| !r.is_write()));
 }
 
+/// Settings out of their range are usage errors (exit 2, naming the option), as the account's
+/// request budget is refused by its schema: no request budget of 0 that would be raised to 1
+/// without a word, no 0 s timeout. An output directory whose parent is missing is a usage error
+/// for `crds --out-dir` as for `apply --secrets-dir`.
+#[tokio::test]
+async fn settings_out_of_range_are_usage_errors() {
+    let sim = simulator().await;
+    let examples = single_account_examples();
+    let path = examples.path().to_str().unwrap();
+    for (option, value) in [
+        ("--api-concurrency", "0"),
+        ("--api-concurrency", "1001"),
+        ("--api-timeout", "0"),
+        ("--api-rps", "0"),
+    ] {
+        let out = run_binary(&["plan", "-f", path, option, value], Some(&sim)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{option} {value}: {shown}");
+        assert!(shown.contains(option), "{option} {value}: {shown}");
+    }
+    assert!(sim.request_log().is_empty());
+    let missing = tempfile::tempdir().unwrap().path().join("gone/crds");
+    let out = run_binary(&["crds", "--out-dir", missing.to_str().unwrap()], None).await;
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+}
+
 /// Writes `text` to a file in `dir` and runs `mailtarget-operator <command> -f FILE` on it.
 async fn run_manifest(
     command: &str,
