@@ -81,8 +81,10 @@ fn crds(out_dir: Option<&std::path::Path>) -> Result<i32, CliError> {
         stdout(&generate::crds_yaml().map_err(render)?)?;
         return Ok(0);
     };
-    // No symbolic link below DIR is followed and no parent of DIR is created.
-    let dir = mailtarget_operator::files::SafeDir::open(dir)?;
+    // No symbolic link below DIR is followed and no parent of DIR is created; a directory that
+    // cannot be opened is a usage error (exit 2), as for `apply --secrets-dir`.
+    let dir = mailtarget_operator::files::SafeDir::open(dir)
+        .map_err(|e| CliError::Config(format!("--out-dir: {e}")))?;
     for crd in generate::all_crds() {
         let yaml = generate::crd_yaml(&crd).map_err(render)?;
         let written = dir.write(&[&generate::file_name(&crd)], yaml.as_bytes(), 0o644)?;

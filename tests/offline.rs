@@ -2032,7 +2032,7 @@ async fn crds_out_dir_is_written_safely() {
 
     let missing = dir.path().join("a/b/crds");
     let out = run_binary(&["crds", "--out-dir", missing.to_str().unwrap()], None).await;
-    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert!(!dir.path().join("a").exists(), "no parent created");
 }
 

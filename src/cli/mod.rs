@@ -135,14 +135,19 @@ pub struct ApiArgs {
     /// Base URL of the transmission API.
     #[arg(long, env = "MAILTARGET_TRANSMISSION_URL", default_value = ClientConfig::DEFAULT_TRANSMISSION_URL)]
     pub transmission_url: Url,
-    /// Timeout of one API request, in seconds.
-    #[arg(long, env = "MAILTARGET_API_TIMEOUT", default_value_t = 30)]
+    /// Timeout of one API request, in seconds (1 to 3600).
+    #[arg(long, env = "MAILTARGET_API_TIMEOUT", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub api_timeout: u64,
-    /// Most API requests in flight at once (per account).
-    #[arg(long, env = "MAILTARGET_API_CONCURRENCY", default_value_t = 8)]
+    /// Most API requests in flight at once (per account; 1 to 1000, as an account's
+    /// `spec.requestBudget.concurrency`).
+    #[arg(long, env = "MAILTARGET_API_CONCURRENCY", default_value_t = 8,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
     pub api_concurrency: usize,
-    /// Most API requests per second (per account); unlimited when unset.
-    #[arg(long, env = "MAILTARGET_API_RPS")]
+    /// Most API requests per second (per account; 1 to 10000, as an account's
+    /// `spec.requestBudget.requestsPerSecond`); unlimited when unset.
+    #[arg(long, env = "MAILTARGET_API_RPS",
+          value_parser = clap::builder::RangedU64ValueParser::<u32>::new().range(1..=10000))]
     pub api_rps: Option<u32>,
 }
 
