@@ -1571,9 +1571,11 @@ async fn destroy_carries_out_each_deletion_policy() {
 }
 
 /// An object that the external-id annotation names and that is already gone is `absent` to
-/// `destroy`, as one matched by name is: a rerun succeeds, and the other resources are still
-/// destroyed. With `-o json` and no `--auto-approve`, the plan it will not carry out is printed
-/// as JSON on standard output.
+/// `destroy`, as one matched by name is, and so is a domain whose name exists only outside the
+/// resource's scope (inside a sub account): the resource owns nothing, so nothing is deleted
+/// and the other resources are still destroyed. With `-o json` and no `--auto-approve`, the plan
+/// it will not carry out is printed as JSON on standard output, with an `error` saying it was
+/// not carried out (else it reads as a plan carried out).
 #[tokio::test]
 async fn destroy_finds_an_object_named_by_external_id_already_gone() {
     let sim = simulator().await;
@@ -1585,12 +1587,27 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
     let gone = client.create_api_key(&key("gone")).await.unwrap();
     assert!(client.delete_api_key(gone.id).await.unwrap());
     client.create_api_key(&key("other")).await.unwrap();
+    let team = client
+        .create_sub_account(&mailtarget_operator::api::CreateSubAccount {
+            name: Some("team".into()),
+            create_api_key: Some(true),
+            api_key_name: Some("team-operator".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let inside = mailtarget_operator::api::CreateSendingDomain {
+        domain: "leak.example.com".into(),
+        ..Default::default()
+    };
+    let team_client = client.calling_as(team.api_keys[0].key.clone()).unwrap();
+    team_client.create_sending_domain(&inside).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("keys.yaml");
     std::fs::write(
         &file,
         format!(
-            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: gone\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{secretName: gone-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: other}}\nspec: {{secretName: other-key}}\n",
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: gone\n  annotations: {{mailtarget.co/external-id: \"{}\"}}\nspec: {{secretName: gone-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: other}}\nspec: {{secretName: other-key}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {{name: leak}}\nspec: {{domain: leak.example.com}}\n",
             gone.id
         ),
     )
@@ -1609,13 +1626,16 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
     let actions: Vec<&str> = (refused["resources"].as_array().unwrap().iter())
         .map(|r| r["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["absent", "delete"]);
+    assert_eq!(actions, ["absent", "delete", "absent"]);
     // The summary has destroy's counts, always all of them.
-    let counts = serde_json::json!({"delete": 1, "keep": 1, "error": 0});
+    let counts = serde_json::json!({"delete": 1, "keep": 2, "error": 0});
     assert_eq!(refused["summary"], counts);
+    assert_eq!(refused["error"]["exitCode"], 1, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Nothing was destroyed"), "{refused}");
     let out = run_binary(&["plan", "-f", file, "-o", "json"], Some(&sim)).await;
     let planned: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let counts = serde_json::json!({"create": 0, "update": 0, "unchanged": 1, "paused": 0, "observe": 0, "error": 1});
+    let counts = serde_json::json!({"create": 0, "update": 0, "unchanged": 1, "paused": 0, "observe": 0, "error": 2});
     assert_eq!(
         planned["summary"],
         counts,
@@ -1626,8 +1646,9 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
     let args = ["destroy", "-f", file, "--auto-approve", "-o", "json"];
     let out = run_binary(&args, Some(&sim)).await;
     let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let counts = serde_json::json!({"delete": 1, "keep": 1, "error": 0});
+    let counts = serde_json::json!({"delete": 1, "keep": 2, "error": 0});
     assert_eq!(done["summary"], counts, "{}", output_text(&out));
+    assert!(done.get("error").is_none(), "{done}");
     let out = run_binary(&["destroy", "-f", file, "--auto-approve"], Some(&sim)).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
@@ -1636,7 +1657,16 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
         shown.contains(&format!("API key {}, which does not exist", gone.id)),
         "{shown}"
     );
-    assert!(sim.snapshot().api_keys.is_empty(), "other deleted");
+    let state = sim.snapshot();
+    assert!(
+        state.api_keys.iter().all(|k| k.sub_account_id != 0),
+        "other deleted, the sub account's own key kept"
+    );
+    assert_eq!(
+        state.sending_domains.len(),
+        1,
+        "the sub account's domain kept"
+    );
 }
 
 /// A `List` document (what `kubectl get -o yaml` writes) is read item by item, as kubectl
