@@ -223,12 +223,12 @@ pub async fn find_created<K: ManagedKind>(
 
 /// Plans the deletion of `r`'s object per its deletion policy, for its validated spec
 /// `desired` (with its references resolved): one step, or none when the policy keeps the
-/// object, no object matches (an external id naming no object is gone already, said in a
-/// note), or the object already is what the step would make it
-/// ([`ManagedKind::already_deleted`], then said in a note).
+/// object, no object matches (an external id naming no object is gone already; a natural key
+/// found only outside the resource's scope is no object of its: both said in a note), or the
+/// object already is what the step would make it ([`ManagedKind::already_deleted`], then said
+/// in a note).
 ///
-/// Errors: see [`PlanError`]: several objects match, or the natural key is taken outside the
-/// resource's sub account.
+/// Errors: see [`PlanError`]: several objects match.
 pub fn plan_deletion_of<K: ManagedKind>(
     r: &K::Resource,
     desired: K::Desired,
@@ -237,8 +237,10 @@ pub fn plan_deletion_of<K: ManagedKind>(
     let lookup = K::lookup(&desired, r.external_id(), None, K::items(inventory));
     let mut notes = Vec::new();
     match lookup.blocked(K::NOUN, K::natural_key(&desired)) {
-        // Gone already: nothing to delete, as for an object matched by name.
-        Some((_, message)) if matches!(lookup, Lookup::ExternalIdNotFound(_)) => {
+        // Gone already, or another scope's: nothing to delete, as for no object matched by name.
+        Some((_, message))
+            if matches!(lookup, Lookup::ExternalIdNotFound(_) | Lookup::OutsideScope) =>
+        {
             notes.push(format!("{message}: nothing to delete"));
         }
         Some((_, message)) => return Err(PlanError::Blocked(message)),

@@ -174,7 +174,7 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
     shutdown(planned).await;
     stdout(&match args.output {
         OutputFormat::Text => render::plan_text(&plan, false),
-        OutputFormat::Json => render::plan_json(&plan, false),
+        OutputFormat::Json => render::plan_json(&plan, false, None),
     })?;
     let summary = plan.summary();
     Ok(if plan.has_errors() {
@@ -229,25 +229,27 @@ async fn carry_out(
     let plan = merged(&planned);
     let done = if deletes { "destroyed" } else { "applied" };
     let why = if plan.has_errors() {
-        match output {
-            // Exit code 1 follows whether the plan could be written or not.
-            OutputFormat::Json => {
-                let _ = stdout(&render::plan_json(&plan, deletes));
-            }
-            OutputFormat::Text => stderr(&render::plan_text(&plan, deletes)),
-        }
         Some(": fix the errors in the plan first")
     } else if approve(&plan) {
         None
     } else {
-        // Not approved: the plan was shown as text for the question; JSON readers get it too.
-        if matches!(output, OutputFormat::Json) {
-            let _ = stdout(&render::plan_json(&plan, deletes));
-        }
         Some("")
     };
     if let Some(why) = why {
-        stderr(&format!("Nothing was {done}{why}.\n"));
+        let message = format!("Nothing was {done}{why}.");
+        // The plan it will not carry out; as text it was shown already for the question, or it
+        // goes to standard error with its errors. Exit code 1 follows whether it could be
+        // written or not.
+        match output {
+            OutputFormat::Json => {
+                let _ = stdout(&render::plan_json(&plan, deletes, Some(&message)));
+            }
+            OutputFormat::Text if plan.has_errors() => {
+                stderr(&render::plan_text(&plan, deletes));
+            }
+            OutputFormat::Text => {}
+        }
+        stderr(&format!("{message}\n"));
         shutdown(planned).await;
         return 1;
     }

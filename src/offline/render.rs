@@ -184,13 +184,18 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
 }
 
 /// A plan as JSON: `{"resources": [...], "unmanaged": [...], "summary": {...}}`, the summary
-/// of a deletion plan (`destroy`) when `deletion` ([`super::plan::Summary::to_json`]).
-pub fn plan_json(plan: &OfflinePlan, deletion: bool) -> String {
-    let doc = json!({
+/// of a deletion plan (`destroy`) when `deletion` ([`super::plan::Summary::to_json`]). A plan
+/// that `apply` or `destroy` will not carry out (`not_carried_out`: why, for people) also has
+/// `"error": {"exitCode": 1, "message": ...}`, the shape of every other failure under `-o json`.
+pub fn plan_json(plan: &OfflinePlan, deletion: bool, not_carried_out: Option<&str>) -> String {
+    let mut doc = json!({
         "resources": plan.entries,
         "unmanaged": plan.unmanaged,
         "summary": plan.summary().to_json(deletion),
     });
+    if let Some(message) = not_carried_out {
+        doc["error"] = json!({"exitCode": 1, "message": message});
+    }
     printable_json(&serde_json::to_string_pretty(&doc).unwrap_or_default()) + "\n"
 }
 
