@@ -693,6 +693,27 @@ async fn the_default_adoption_policy_takes_over_no_secret_where_adoption_is_not_
         "{:?}",
         service_writes(&env.sim)
     );
+
+    // In the operator's namespace, which may adopt through the account, the default policy
+    // takes the Secret over, as documented: the key is written beside the user's data.
+    let own: Api<Secret> = env.api();
+    let mine: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "app-key"},
+        "stringData": {"note": "keep me"},
+    }))
+    .unwrap();
+    own.create(&PostParams::default(), &mine).await.unwrap();
+    api_key(&env, "default", "app", "").await;
+    key_ready(&env, "default", "app", "True", "Available").await;
+    let taken = own.get("app-key").await.unwrap();
+    let data = taken.data.unwrap_or_default();
+    assert!(
+        data.contains_key("apiKey") && data.contains_key("note"),
+        "{:?}",
+        data.keys()
+    );
+    assert!(taken.metadata.owner_references.is_some(), "owned now");
     env.stop().await;
 }
 
