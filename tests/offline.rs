@@ -71,7 +71,10 @@ fn command(program: &str, args: &[&str], sim: Option<&Simulator>) -> Command {
         .env_remove("MAILTARGET_API_KEY_FILE")
         .env_remove("MAILTARGET_CA_BUNDLE")
         .env_remove("MAILTARGET_DEFAULT_ADOPTION_POLICY")
-        .env_remove("RUST_LOG");
+        .env_remove("RUST_LOG")
+        // tracing-subscriber leaves colours out under NO_COLOR whatever the terminal: a test of
+        // when colours are written must not depend on the caller's setting.
+        .env_remove("NO_COLOR");
     if let Some(sim) = sim {
         cmd.env("MAILTARGET_API_KEY", KEY)
             .env("MAILTARGET_API_URL", sim.base_url())
@@ -328,6 +331,7 @@ async fn binary_apply_output_and_secrets_dir() {
         doc["summary"],
         serde_json::json!({"create": 0, "update": 0, "unchanged": 5, "paused": 0, "observe": 0, "error": 0})
     );
+    assert!(doc.get("error").is_none(), "no error: {doc}");
 
     // Applying again changes nothing, files included: each holds its value already, and stays
     // the same file (a watcher of the directory sees no change), and none is reported written.
@@ -1642,6 +1646,9 @@ async fn destroy_finds_an_object_named_by_external_id_already_gone() {
         "plan's counts: {}",
         output_text(&out)
     );
+    // A plan with errors (exit 1) says so as every failure does under -o json.
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(planned["error"]["exitCode"], 1, "{planned}");
 
     let args = ["destroy", "-f", file, "--auto-approve", "-o", "json"];
     let out = run_binary(&args, Some(&sim)).await;

@@ -180,4 +180,15 @@ mod tests {
         assert!(is_label_value("") && is_label_value("v1.2_x"));
         assert!(!is_label_value("v a l") && !is_label_value(&"v".repeat(64)));
     }
+
+    /// An annotation key is checked in lower case, as kube-apiserver checks it: an upper-case
+    /// prefix is refused in a label key only.
+    #[test]
+    fn an_annotation_key_is_checked_in_lower_case() {
+        let doc = |map: &str| serde_json::json!({"metadata": {"name": "x", map: {"Example.com/foo": "v"}}});
+        assert!(super::problems(&doc("annotations")).is_empty());
+        let refused = super::problems(&doc("labels"));
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].field, "metadata.labels");
+    }
 }
