@@ -247,7 +247,7 @@ async fn converge_placed<K: Managed>(
     // Observing is not owning: values of an object the resource did not create are exported
     // only under an adoption policy (else any namespace could copy any key by naming it).
     let exports = may_write || adoption.is_some();
-    // A Secret of the user's (or another owner's) is refused before any call to the service:
+    // A Secret of the user's (or another owner's) is refused before any write to the service:
     // no object is made whose value would have nowhere to go.
     let takes_over = adoption.is_some();
     let mut broken = Vec::new();

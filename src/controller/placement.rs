@@ -202,8 +202,9 @@ pub async fn place<K: Managed>(
 /// using it is an adoption (product design, "Accounts and tenancy"), or a tenant could reach
 /// into any sub account by observing it first. `ConflictingOwner` when another SubAccount of
 /// the same account manages it (objects are placed through that one, whose
-/// `spec.allowedNamespaces` says who may); `AdoptionNotAllowed` when `sub`'s namespace may not
-/// adopt through the account. `None`: it may be used. Makes no call.
+/// `spec.allowedNamespaces` says who may; a SubAccount its account refuses outright holds no
+/// claim, as for [`super::claims`]); `AdoptionNotAllowed` when `sub`'s namespace may not adopt
+/// through the account. `None`: it may be used. Makes no call.
 fn refuse_observed(
     ctx: &Context,
     sub: &SubAccount,
@@ -217,6 +218,7 @@ fn refuse_observed(
             other.uid() != sub.uid()
                 && other.writes()
                 && other.recorded_id() == Some(id)
+                && ctx.accounts.may_claim(other.as_ref())
                 && account_name(
                     &other.namespace().unwrap_or_default(),
                     other.spec.account_ref.as_ref(),

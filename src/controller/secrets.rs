@@ -172,7 +172,7 @@ pub enum SecretError {
     /// not taken over (its data would be merged with the value and, owned by the resource,
     /// garbage-collected with it) unless the resource's adoption policy says so.
     #[error(
-        "Secret \"{name}\" already exists and was not written by the operator for this resource; choose another secret name, remove the Secret, or set the annotation {annotation}: Adopt to take it over",
+        "Secret \"{name}\" already exists and was not written by the operator for this resource; choose another secret name, remove the Secret, or set the annotation {annotation}: Adopt to take it over (where the resource's account lets its namespace adopt)",
         annotation = crate::crd::ANNOTATION_ADOPTION_POLICY
     )]
     NotOurs {
@@ -186,7 +186,7 @@ pub enum SecretError {
 /// resource (it has no owner reference to it) and `takes_over` is false (`NotOurs`).
 /// `takes_over` is true only under an adoption policy in force where the account lets the
 /// namespace adopt (product design, "The managed-resource model": a pre-existing Secret is
-/// not taken over unless the policy says so). `None`: it may. Decided before any call to the
+/// not taken over unless the policy says so). `None`: it may. Decided before any write to the
 /// service, and again right before the write.
 pub fn refusal(uid: &str, name: &str, current: &Secret, takes_over: bool) -> Option<SecretError> {
     let refs = current.owner_references();

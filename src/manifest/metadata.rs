@@ -91,7 +91,13 @@ pub(super) fn problems(doc: &Value) -> Vec<Violation> {
         };
         let kind = if is_label { "label" } else { "annotation" };
         for (key, value) in entries {
-            if !is_qualified_name(key) {
+            // kube-apiserver checks an annotation key in lower case (`ValidateAnnotations`).
+            let checked = if is_label {
+                key.clone()
+            } else {
+                key.to_lowercase()
+            };
+            if !is_qualified_name(&checked) {
                 problem(
                     format!("metadata.{map}"),
                     format!(

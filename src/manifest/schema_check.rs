@@ -136,7 +136,7 @@ fn describe(
         ValidationErrorKind::Pattern { pattern } if pattern == NAME_PATTERN => (
             None,
             format!(
-                "{instance} has leading or trailing whitespace, which the service trims (the value would never match its object again): remove it"
+                "{instance} has leading or trailing whitespace, which the service trims (the value would never match its object again), or a line break: remove it"
             ),
         ),
         ValidationErrorKind::AdditionalProperties { unexpected } => (

@@ -172,11 +172,17 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
     let planned = args.plan_accounts(&loaded, false).await?;
     let plan = merged(&planned);
     shutdown(planned).await;
+    let summary = plan.summary();
+    let failed = (plan.has_errors()).then(|| {
+        format!(
+            "{} resources cannot be planned: see their error",
+            summary.error
+        )
+    });
     stdout(&match args.output {
         OutputFormat::Text => render::plan_text(&plan, false),
-        OutputFormat::Json => render::plan_json(&plan, false, None),
+        OutputFormat::Json => render::plan_json(&plan, false, failed.as_deref()),
     })?;
-    let summary = plan.summary();
     Ok(if plan.has_errors() {
         1
     } else if command.detailed_exitcode && summary.create + summary.update > 0 {

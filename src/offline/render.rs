@@ -185,15 +185,16 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
 
 /// A plan as JSON: `{"resources": [...], "unmanaged": [...], "summary": {...}}`, the summary
 /// of a deletion plan (`destroy`) when `deletion` ([`super::plan::Summary::to_json`]). A plan
-/// that `apply` or `destroy` will not carry out (`not_carried_out`: why, for people) also has
-/// `"error": {"exitCode": 1, "message": ...}`, the shape of every other failure under `-o json`.
-pub fn plan_json(plan: &OfflinePlan, deletion: bool, not_carried_out: Option<&str>) -> String {
+/// that ends in exit code 1 (`failed`: why, for people: it has errors, or `apply` or `destroy`
+/// will not carry it out) also has `"error": {"exitCode": 1, "message": ...}`, the shape of
+/// every other failure under `-o json`.
+pub fn plan_json(plan: &OfflinePlan, deletion: bool, failed: Option<&str>) -> String {
     let mut doc = json!({
         "resources": plan.entries,
         "unmanaged": plan.unmanaged,
         "summary": plan.summary().to_json(deletion),
     });
-    if let Some(message) = not_carried_out {
+    if let Some(message) = failed {
         doc["error"] = json!({"exitCode": 1, "message": message});
     }
     printable_json(&serde_json::to_string_pretty(&doc).unwrap_or_default()) + "\n"
