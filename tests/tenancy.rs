@@ -731,19 +731,7 @@ async fn forward_with_chosen_value(
     axum::extract::State(p): axum::extract::State<ChosenValue>,
     request: axum::extract::Request,
 ) -> axum::response::Response {
-    let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
-    let mut upstream = (p.http)
-        .request(parts.method.clone(), format!("{}{}", p.upstream, parts.uri))
-        .body(body);
-    for (name, value) in &parts.headers {
-        if name != "host" {
-            upstream = upstream.header(name, value);
-        }
-    }
-    let answer = upstream.send().await.unwrap();
-    let status = answer.status();
-    let mut bytes = answer.bytes().await.unwrap().to_vec();
+    let (parts, status, mut bytes) = common::forward(&p.http, &p.upstream, request).await;
     let single_key = parts.uri.path().starts_with("/api-key")
         && (parts.method == "POST" || parts.uri.path() != "/api-key");
     let chosen = p.value.lock().unwrap().clone();
@@ -752,11 +740,7 @@ async fn forward_with_chosen_value(
         doc["key"] = serde_json::Value::String(chosen);
         bytes = serde_json::to_vec(&doc).unwrap();
     }
-    axum::response::Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(bytes))
-        .unwrap()
+    common::json_answer(status, bytes)
 }
 
 /// A tenant cannot sign a create-pending marker with the operator's Secret digest. The tenant

@@ -421,3 +421,36 @@ pub fn ready_is<K: Resource>(
             && reason.is_none_or(|r| c.reason == r)
     })
 }
+
+/// Forwards `request` to `upstream` (a base URL without a trailing slash) with `http`, every
+/// header but `host` kept, and answers the request's parts, the answer's status and its body:
+/// what a test proxy in front of the simulator looks at and rewrites before answering with
+/// [`json_answer`].
+pub async fn forward(
+    http: &reqwest::Client,
+    upstream: &str,
+    request: axum::extract::Request,
+) -> (axum::http::request::Parts, axum::http::StatusCode, Vec<u8>) {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let url = format!("{upstream}{}", parts.uri);
+    let mut sent = http.request(parts.method.clone(), &url).body(body);
+    for (name, value) in &parts.headers {
+        if name != "host" {
+            sent = sent.header(name, value);
+        }
+    }
+    let answer = sent.send().await.unwrap();
+    let status = answer.status();
+    let bytes = answer.bytes().await.unwrap().to_vec();
+    (parts, status, bytes)
+}
+
+/// An answer with `status` and the JSON body `bytes`.
+pub fn json_answer(status: axum::http::StatusCode, bytes: Vec<u8>) -> axum::response::Response {
+    axum::response::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(bytes))
+        .unwrap()
+}

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use k8s_openapi::api::core::v1::Secret;
@@ -214,18 +213,7 @@ struct Proxy {
 }
 
 async fn forward(State(p): State<Proxy>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
-    let url = format!("{}{}", p.upstream, parts.uri);
-    let mut upstream = p.http.request(parts.method.clone(), &url).body(body);
-    for (name, value) in &parts.headers {
-        if name != "host" {
-            upstream = upstream.header(name, value);
-        }
-    }
-    let answer = upstream.send().await.unwrap();
-    let status = answer.status();
-    let mut bytes = answer.bytes().await.unwrap().to_vec();
+    let (parts, status, mut bytes) = crate::common::forward(&p.http, &p.upstream, req).await;
     let hidden = p.hidden.load(Ordering::SeqCst);
     if hidden != 0 && parts.method == "GET" && parts.uri.path() == "/api-key" {
         let mut doc: Value = serde_json::from_slice(&bytes).unwrap();
@@ -234,11 +222,7 @@ async fn forward(State(p): State<Proxy>, req: Request) -> Response {
         }
         bytes = serde_json::to_vec(&doc).unwrap();
     }
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Body::from(bytes))
-        .unwrap()
+    crate::common::json_answer(status, bytes)
 }
 
 /// A key whose id drops out of a list (offset paging while something is deleted) is confirmed
