@@ -423,6 +423,22 @@ async fn simulate_flag_and_missing_key() {
         "a missing setting is a usage error"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("MAILTARGET_API_KEY"));
+    // A key file that cannot be read is a usage error also under --simulate, which uses no
+    // key, as an --account key file is: the mistake shows before the run that needs it.
+    let examples = single_account_examples();
+    let path = examples.path().to_str().unwrap();
+    let args = [
+        "plan",
+        "-f",
+        path,
+        "--simulate",
+        "--api-key-file",
+        "/nonexistent/key",
+    ];
+    let out = run_binary(&args, None).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("/nonexistent/key"), "{shown}");
     // --simulate ignores the service's addresses: given as flags they are a usage error, not
     // silently dropped; from the environment (here the simulator's) they are left unused.
     let examples = single_account_examples();
