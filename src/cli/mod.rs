@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use secrecy::SecretString;
 use url::Url;
 
-use crate::api::{ApiError, Client, ClientConfig};
+use crate::api::{ApiError, Client, ClientConfig, read_key_file};
 use crate::manifest::ManifestErrors;
 use crate::simulator::{Simulator, SimulatorConfig};
 
@@ -282,9 +282,15 @@ impl ApiArgs {
 
     /// Connects to the service, or starts the simulator in-process when `simulate` is true.
     ///
-    /// Errors: no API key without `simulate`; the simulator cannot bind; invalid client settings.
+    /// Errors: no API key without `simulate`; a `--api-key-file` that cannot be read (also with
+    /// `simulate`, which uses no key); the simulator cannot bind; invalid client settings.
     pub async fn connect(&self, simulate: bool) -> Result<Target, CliError> {
         if simulate {
+            // The key is unused, but a key file that cannot be read is the same mistake as
+            // without --simulate (as for --account's files): said now, not at the real run.
+            if let Some(path) = &self.api_key_file {
+                read_key_file(path).map_err(|e| CliError::Config(e.to_string()))?;
+            }
             let key = format!("sim-{:016x}", rand::random::<u64>());
             let sim = Simulator::start(SimulatorConfig::new(key.clone())).await?;
             let parse = |s: String| {
