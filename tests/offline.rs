@@ -1751,6 +1751,20 @@ async fn plan_shows_removals_and_unmanaged_objects() {
         "the sub account, its two keys (the operator's credential and team-a-sender) and the two domains: {shown}"
     );
     assert!(shown.contains("SubAccount 1 \"team-a\""), "{shown}");
+    // An object inside a sub account says which: the operator's credential there is not taken
+    // for a company key of that name.
+    assert!(
+        shown.contains("\"mailtarget-operator\" (in sub account \"team-a\")"),
+        "{shown}"
+    );
+    let file = dir.path().join("key.yaml");
+    let args = ["plan", "-f", file.to_str().unwrap(), "-o", "json"];
+    let doc: serde_json::Value =
+        serde_json::from_slice(&run_binary(&args, Some(&sim)).await.stdout).unwrap();
+    let inside: Vec<&serde_json::Value> = (doc["unmanaged"].as_array().unwrap().iter())
+        .filter(|o| o["subAccount"] == "team-a")
+        .collect();
+    assert_eq!(inside.len(), 2, "the two keys inside: {doc}");
     // The same without permissions in the spec (the detail is read all the same), and apply
     // lifts the restriction.
     let text = text.replace("  permissionIds: [1, 2]\n", "");
