@@ -154,6 +154,7 @@ pub struct OfflinePlan {
 
 /// An object of the account that no manifest names.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Unmanaged {
     /// Kind that would manage it.
     pub kind: &'static str,
@@ -161,6 +162,9 @@ pub struct Unmanaged {
     pub id: i64,
     /// Its name (sub account, key) or domain.
     pub name: String,
+    /// The name of the sub account a key or domain is inside; unset at the company level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_account: Option<String>,
     /// The account it is an object of, when not ClusterAccount `default`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
@@ -182,24 +186,27 @@ fn unmanaged(entries: &[Entry], steps: &[Step], inventory: &Inventory) -> Vec<Un
             k.sub_account_id == *sub && natural_key::same_key_name(&k.name, name)
         })
     };
-    let subs = inventory
-        .sub_accounts
-        .iter()
-        .map(|s| ("SubAccount", s.id, &s.name));
+    let inside =
+        |id: i64, name: &String| (id != crate::api::COMPANY_SUB_ACCOUNT_ID).then(|| name.clone());
+    let subs = (inventory.sub_accounts.iter()).map(|s| ("SubAccount", s.id, &s.name, None));
     let keys = (inventory.api_keys.iter())
         .filter(|k| !credential(k))
-        .map(|k| ("ApiKey", k.id, &k.name));
-    let domains = inventory
-        .sending_domains
-        .iter()
-        .map(|d| ("SendingDomain", d.id, &d.domain));
+        .map(|k| {
+            let sub = inside(k.sub_account_id, &k.sub_account_name);
+            ("ApiKey", k.id, &k.name, sub)
+        });
+    let domains = (inventory.sending_domains.iter()).map(|d| {
+        let sub = inside(d.sub_account_id, &d.sub_account_name);
+        ("SendingDomain", d.id, &d.domain, sub)
+    });
     subs.chain(keys)
         .chain(domains)
-        .filter(|(kind, id, _)| !matched(kind, *id))
-        .map(|(kind, id, name)| Unmanaged {
+        .filter(|(kind, id, _, _)| !matched(kind, *id))
+        .map(|(kind, id, name, sub_account)| Unmanaged {
             kind,
             id,
             name: name.clone(),
+            sub_account,
             account: None,
         })
         .collect()

@@ -172,7 +172,16 @@ fn unmanaged(out: &mut String, objects: &[super::plan::Unmanaged]) {
         let account = (o.account.as_ref())
             .map(|a| format!(" (account {a})"))
             .unwrap_or_default();
-        line!(out, "    {} {} {}{account}", o.kind, o.id, quoted(&o.name));
+        let inside = (o.sub_account.as_ref())
+            .map(|s| format!(" (in sub account {})", quoted(s)))
+            .unwrap_or_default();
+        line!(
+            out,
+            "    {} {} {}{inside}{account}",
+            o.kind,
+            o.id,
+            quoted(&o.name)
+        );
     }
     if objects.len() > UNMANAGED_SHOWN {
         line!(
