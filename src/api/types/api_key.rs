@@ -191,7 +191,9 @@ pub struct ListApiKeysQuery {
 
 /// Body of `POST /api-key`; every field is optional and left out when `None`.
 ///
-/// The interface takes no sub account here: a key created this way belongs to the company.
+/// The body names no sub account: a key created this way belongs to the scope of the key that
+/// calls (the company's, or the calling sub account's: product design, "Scope of a key"; a key
+/// is placed inside a sub account by calling with that sub account's credential).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct CreateApiKey {
