@@ -180,3 +180,35 @@ fn network_policy_allows_what_the_operator_needs() {
         "monitoring"
     );
 }
+
+/// With no peer to admit (`helmTest.enabled: false`, `metricsFrom: []`), the policy admits no
+/// one: no ingress rule is rendered. A rule with an empty `from` would match every source
+/// (NetworkPolicy semantics), opening the metrics port to the whole cluster, against what
+/// `values.yaml` and `NOTES.txt` say.
+#[test]
+fn network_policy_without_peers_admits_no_one() {
+    if !require_helm("network_policy_without_peers_admits_no_one") {
+        return;
+    }
+    let r = render_ok(
+        &RenderOptions::default()
+            .set(
+                "networkPolicy",
+                json!({"enabled": true, "kubernetesApi": {"cidrs": ["10.0.0.1/32"]}}),
+            )
+            .set("helmTest", json!({"enabled": false})),
+    );
+    let p = policy(&r);
+    let spec = p.spec.as_ref().expect("a spec");
+    assert!(
+        spec.policy_types.iter().flatten().any(|t| t == "Ingress"),
+        "ingress is governed by the policy"
+    );
+    let rules = spec.ingress.clone().unwrap_or_default();
+    assert!(
+        rules
+            .iter()
+            .all(|rule| rule.from.as_ref().is_some_and(|f| !f.is_empty())),
+        "no ingress rule without peers: {rules:#?}"
+    );
+}
