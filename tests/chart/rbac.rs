@@ -221,6 +221,20 @@ pub const CALLS: &[Call] = &[
     ),
     call(
         MT,
+        "accounts",
+        "get",
+        W,
+        "controller::accounts::writer: reads the Account again after a 409 Conflict on its status write (another instance wrote it; the documented sharding layout)",
+    ),
+    call(
+        MT,
+        "clusteraccounts",
+        "get",
+        C,
+        "controller::accounts::writer: reads the ClusterAccount again after a 409 Conflict on its status write (every instance checks every ClusterAccount)",
+    ),
+    call(
+        MT,
         "clusteraccounts",
         "list",
         C,
@@ -550,8 +564,8 @@ fn table_matches_the_crds() {
         // when its cache lacks one a reference names; the account kinds are only watched (their
         // status aside), but an Account in use carries the in-use finalizer.
         let verbs: &[&str] = match plural {
-            "clusteraccounts" => &["list", "watch"],
-            "accounts" => &["list", "watch", "patch"],
+            "clusteraccounts" => &["get", "list", "watch"],
+            "accounts" => &["get", "list", "watch", "patch"],
             "subaccounts" => &["get", "list", "watch", "patch"],
             _ => &["list", "watch", "patch"],
         };
