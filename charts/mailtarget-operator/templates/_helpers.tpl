@@ -167,10 +167,15 @@ derives the operator's API calls and checks these rules allow each of them and n
   resources: ["subaccounts", "apikeys", "sendingdomains", "accounts"]
   verbs: ["list", "watch"]
 # An Account's status (Ready after an authenticated read, the key's scope) is written with
-# server-side apply on the status subresource.
+# server-side apply on the status subresource; after a 409 Conflict (another instance wrote it)
+# the Account is read again.
 - apiGroups: ["mailtarget.co"]
   resources: ["accounts/status"]
   verbs: ["patch"]
+# The Account read again after that conflict.
+- apiGroups: ["mailtarget.co"]
+  resources: ["accounts"]
+  verbs: ["get"]
 # A resource naming a SubAccount in spec.subAccountRef reads it when the SubAccount cache lacks
 # it (not created yet, another shard).
 - apiGroups: ["mailtarget.co"]
@@ -230,10 +235,15 @@ nothing namespaced: no Secret outside the release and watched namespaces). Each 
   resources: ["clusteraccounts"]
   verbs: ["list", "watch"]
 # A ClusterAccount's status (Ready after an authenticated read, the key's scope) is written with
-# server-side apply on the status subresource.
+# server-side apply on the status subresource; after a 409 Conflict (another instance wrote it)
+# the ClusterAccount is read again.
 - apiGroups: ["mailtarget.co"]
   resources: ["clusteraccounts/status"]
   verbs: ["patch"]
+# The ClusterAccount read again after that conflict.
+- apiGroups: ["mailtarget.co"]
+  resources: ["clusteraccounts"]
+  verbs: ["get"]
 # Namespace labels (metadata only) are read to evaluate a ClusterAccount's namespace selectors.
 - apiGroups: [""]
   resources: ["namespaces"]
