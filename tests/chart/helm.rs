@@ -431,6 +431,13 @@ fn conflicting_values_fail_with_a_sentence() {
             serde_json::json!({"enabled": true}),
             "networkPolicy.enabled needs networkPolicy.kubernetesApi.cidrs",
         ),
+        // The operator's rights (Secrets of every watched namespace) must not go to the
+        // namespace's `default` ServiceAccount, which every pod there runs as.
+        (
+            "serviceAccount",
+            serde_json::json!({"create": false}),
+            "serviceAccount.create is false and serviceAccount.name is empty",
+        ),
     ];
     for (key, value, sentence) in cases {
         let opts = RenderOptions::default().set(key, value.clone());
