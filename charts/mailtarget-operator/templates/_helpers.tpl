@@ -121,6 +121,9 @@ with a sentence saying what to change.
 {{- if and .Values.api.caBundle.configMap .Values.api.caBundle.secret }}
 {{- fail "api.caBundle.configMap and api.caBundle.secret are both set: the CA bundle comes from one ConfigMap or one Secret; set only one." }}
 {{- end }}
+{{- if and .Values.rbac.create (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
+{{- fail "serviceAccount.create is false and serviceAccount.name is empty: the operator's rights (the Secrets of the watched namespaces) would be bound to the namespace's default ServiceAccount, which every pod there runs as. Name the ServiceAccount to run as, or let the chart create one." }}
+{{- end }}
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.kubernetesApi.cidrs) }}
 {{- fail "networkPolicy.enabled needs networkPolicy.kubernetesApi.cidrs: the operator must reach the Kubernetes API, and a NetworkPolicy cannot name it. List the API server endpoint addresses, e.g. from `kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes` (as /32 CIDRs)." }}
 {{- end }}
