@@ -269,6 +269,18 @@ fn schema_rejects_wrong_values() {
         ("logging.format", serde_json::json!("xml"), "format"),
         ("replicaCount", serde_json::json!(-1), "replicaCount"),
         ("unknownOption", serde_json::json!(true), "unknownOption"),
+        // METRICS_ADDR is an IP address and a port: a host name stops the pod at start.
+        (
+            "metrics.bindAddress",
+            serde_json::json!("localhost"),
+            "bindAddress",
+        ),
+        (
+            "api.timeoutSeconds",
+            serde_json::json!(7200),
+            "timeoutSeconds",
+        ),
+        ("api.concurrency", serde_json::json!(2000), "concurrency"),
         (
             "watchNamespaces",
             serde_json::json!(["a", "a"]),
@@ -385,6 +397,7 @@ fn schema_accepts_valid_alternatives() {
         ("reconcile.resyncInterval", serde_json::json!("1h30m")),
         ("replicaCount", serde_json::json!(0)),
         ("metrics.bindAddress", serde_json::json!("::")),
+        ("metrics.bindAddress", serde_json::json!("10.0.0.5")),
         ("global", serde_json::json!({"imageRegistry": "x"})),
         (
             "watchNamespaces",
