@@ -574,3 +574,47 @@ fn service_monitor_scrapes_the_service() {
         }
     }
 }
+
+/// The install notes say what the defaults open in a shared cluster: every namespace may use
+/// the company key through ClusterAccount `default`, and the operator may read and write the
+/// Secrets of every namespace; without the `default` object, the flags' key serves (and lets
+/// adopt) every namespace. Each warning goes once the value that opens it is set.
+#[test]
+fn the_notes_warn_of_what_the_defaults_open() {
+    if !require_helm("the_notes_warn_of_what_the_defaults_open") {
+        return;
+    }
+    let defaults = defaults();
+    for warning in [
+        "every namespace may use ClusterAccount \"default\"",
+        "Secrets of every namespace",
+    ] {
+        assert!(
+            defaults.notes.contains(warning),
+            "{warning}: {}",
+            defaults.notes
+        );
+    }
+    let narrowed = render_ok(
+        &RenderOptions::default()
+            .set(
+                "defaultAccount",
+                json!({"namespaceSelector": {"matchLabels": {"mailtarget.co/tenant": "true"}}}),
+            )
+            .set("watchNamespaces", json!(["team-a"])),
+    );
+    assert!(
+        !narrowed.notes.contains("WARNING"),
+        "no warning once narrowed: {}",
+        narrowed.notes
+    );
+    let without =
+        render_ok(&RenderOptions::default().set("defaultAccount", json!({"create": false})));
+    assert!(
+        without
+            .notes
+            .contains("the operator's own key serves every namespace"),
+        "{}",
+        without.notes
+    );
+}
