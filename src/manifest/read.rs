@@ -24,8 +24,9 @@ pub struct ManifestSet {
     pub skipped: Vec<(Source, String, &'static str)>,
     /// The accounts among the documents (skipped, but their addresses serve `--account`): the
     /// name resources reach them by (`NAME` for a ClusterAccount, `NAMESPACE/NAME` for an
-    /// Account) and their connection.
-    pub accounts: Vec<(String, crate::crd::AccountConnection)>,
+    /// Account), their connection and where they were read. A name is there once: a second
+    /// definition is an error.
+    pub accounts: Vec<(String, crate::crd::AccountConnection, Source)>,
     /// The `spec.namespaceSelector` of each ClusterAccount among the documents that sets one,
     /// by name: the namespaces whose resources may use it.
     pub namespace_selectors: Vec<(String, LabelSelector)>,
@@ -494,11 +495,28 @@ fn read_document(
         }
         return;
     }
+    // An account defined twice: which definition serves (its addresses, its selectors) would
+    // depend on the order the files are read in.
+    let account_name = match kind {
+        "Account" => {
+            let namespace = doc.pointer("/metadata/namespace").and_then(Value::as_str);
+            format!("{}/{name}", namespace.unwrap_or("default"))
+        }
+        _ => name.to_string(),
+    };
+    if let Some((_, _, first)) =
+        (set.accounts.iter()).find(|(n, _, _)| account && *n == account_name)
+    {
+        let message = format!("the same account is also defined at {first}; keep one definition");
+        errors.push(error(object, Some("metadata.name"), message));
+        return;
+    }
     if kind == "ClusterAccount" {
         let problems = match typed::<crate::crd::ClusterAccount>(&doc) {
             Ok(account) => {
                 let connection = account.spec.connection.clone();
-                set.accounts.push((name.to_string(), connection));
+                set.accounts
+                    .push((name.to_string(), connection, source.clone()));
                 if let Some(selector) = &account.spec.namespace_selector {
                     (set.namespace_selectors).push((name.to_string(), selector.clone()));
                 }
@@ -516,10 +534,9 @@ fn read_document(
     if kind == "Account" {
         match typed::<crate::crd::Account>(&doc) {
             Ok(account) => {
-                let namespace = account.metadata.namespace.as_deref().unwrap_or("default");
                 let connection = account.spec.connection.clone();
                 set.accounts
-                    .push((format!("{namespace}/{name}"), connection));
+                    .push((account_name, connection, source.clone()));
             }
             Err((field, message)) => {
                 errors.push(error(object.clone(), Some(&field), message));

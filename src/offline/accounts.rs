@@ -151,8 +151,8 @@ fn flags_of(account: &str, set: &ManifestSet, api: &ApiArgs, keys: &[ReadKey]) -
     }
     // The default account's addresses are the flags' (the chart's ClusterAccount `default`
     // among the files does not move --api-key elsewhere).
-    let manifest = set.accounts.iter().find(|(name, _)| name == account);
-    if let Some((_, connection)) = manifest.filter(|_| account != DEFAULT) {
+    let manifest = set.accounts.iter().find(|(name, _, _)| name == account);
+    if let Some((_, connection, _)) = manifest.filter(|_| account != DEFAULT) {
         if let Ok(url) = connection.api_url.parse() {
             flags.api_url = url;
         }
