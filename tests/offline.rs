@@ -1203,6 +1203,18 @@ async fn references_across_namespaces_follow_allowed_namespaces() {
         assert!(shown.contains(note), "{by_label}: {shown}");
     }
     assert!(wrote_nothing(&sim));
+
+    // A resource refused so claims nothing: a key of the SubAccount's own namespace with the
+    // same name is planned, and the refusal is reported on the refused resource, not as a
+    // conflict blamed on the legitimate one.
+    let own = "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: own-key\n  namespace: platform\nspec:\n  name: tenant-key\n  secretName: own\n  subAccountRef:\n    name: sa\n";
+    let text = manifests("  name: sa\n") + own;
+    let out = run_manifest("plan", dir.path(), "claims.yaml", &text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("ReferenceNotAllowed"), "{shown}");
+    assert!(!shown.contains("also claimed by"), "{shown}");
+    assert!(shown.contains("ApiKey platform/own-key: create"), "{shown}");
 }
 
 /// A ClusterAccount among the manifests decides, with its `spec.namespaceSelector`, which
