@@ -571,6 +571,26 @@ fn read_document(
     }
 }
 
+/// True when `r`'s `spec.subAccountRef` names a SubAccount among the manifests (`allowed`: their
+/// `spec.allowedNamespaces` by namespace and name) that does not let `r`'s namespace place
+/// objects inside (`ReferenceNotAllowed`, [`crate::offline::guards::reference_allowed`]).
+fn reference_refused(
+    r: &Resource,
+    allowed: &HashMap<(&str, &str), Option<&LabelSelector>>,
+) -> bool {
+    let reference = match r {
+        Resource::ApiKey(k) => k.spec.sub_account_ref.as_ref(),
+        Resource::SendingDomain(d) => d.spec.sub_account_ref.as_ref(),
+        Resource::SubAccount(_) => None,
+    };
+    reference.is_some_and(|s| {
+        let at = (s.namespace_or(r.namespace()), s.name.as_str());
+        allowed.get(&at).is_some_and(|selector| {
+            crate::offline::guards::reference_allowed(at, *selector, r.namespace()).is_err()
+        })
+    })
+}
+
 /// True when `value` is an apiVersion as kube-apiserver reads one: `group/version`, the group a
 /// DNS-1123 subdomain, or `version` alone (the core group), the version a DNS-1123 label.
 fn is_api_version(value: &str) -> bool {
@@ -598,12 +618,23 @@ fn typed<T: serde::de::DeserializeOwned>(doc: &Value) -> Result<T, (String, Stri
 /// Problems that involve more than one document: the same object twice, two objects claiming
 /// the same API object (natural key), and references to SubAccounts that are not in the set.
 /// A resource its ClusterAccount refuses (`selectors`, see
-/// [`crate::offline::guards::account_allows`]) claims nothing: the plan reports its refusal.
+/// [`crate::offline::guards::account_allows`]), or placed inside a SubAccount of the manifests
+/// that does not allow its namespace ([`reference_refused`]), claims nothing: the plan reports
+/// its refusal.
 fn check_cross_document(
     resources: &[Loaded],
     selectors: &[(String, LabelSelector)],
     errors: &mut Vec<ManifestError>,
 ) {
+    let allowed: HashMap<(&str, &str), Option<&LabelSelector>> = (resources.iter())
+        .filter_map(|l| match &l.resource {
+            Resource::SubAccount(s) => Some((
+                (l.resource.namespace(), l.resource.name()),
+                s.spec.allowed_namespaces.as_ref(),
+            )),
+            _ => None,
+        })
+        .collect();
     let mut objects: HashMap<(String, String, String), &Source> = HashMap::new();
     // A natural key names one object within an account (and an API key's within its sub
     // account: key names repeat across sub accounts).
@@ -644,7 +675,8 @@ fn check_cross_document(
         };
         // Refused by its account, it writes nothing and claims nothing (no Secret, no object);
         // the plan reports the refusal. A paused one is left alone before its account is used.
-        let refused = crate::offline::guards::account_allows(r, selectors).is_err();
+        let refused = crate::offline::guards::account_allows(r, selectors).is_err()
+            || reference_refused(r, &allowed);
         if refused && !r.is_paused() {
             continue;
         }
