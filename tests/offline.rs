@@ -2723,6 +2723,26 @@ async fn tenants_apply_inside_their_sub_accounts() {
         sim.request_log()
     );
     assert!(!dir.path().join("team-a").exists(), "no secret written");
+
+    // Team b observes tenant a's sub account with a SubAccount of its own and places a key
+    // inside: the platform's SubAccount manages it, so nothing is placed through the observer
+    // (ConflictingOwner, as in a cluster), nothing is written.
+    std::fs::remove_file(dir.path().join("intruder.yaml")).unwrap();
+    let tenant_a = (state.sub_accounts.iter())
+        .find(|s| s.name == "tenant-a")
+        .unwrap()
+        .id;
+    let spy = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: spy\n  namespace: team-b\n  annotations: {{mailtarget.co/external-id: \"{tenant_a}\"}}\nspec: {{name: x-tenant, managementPolicy: ObserveOnly}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: grab, namespace: team-b}}\nspec: {{subAccountRef: {{name: spy}}, secretName: grab}}\n"
+    );
+    std::fs::write(dir.path().join("spy.yaml"), spy).unwrap();
+    sim.clear_request_log();
+    let args = ["apply", "-f", dir.path().to_str().unwrap()];
+    let out = run_binary(&args, Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("ConflictingOwner"), "{shown}");
+    assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
 }
 
 /// ClusterAccount `billing` reaching `sim`, as one manifest document.
