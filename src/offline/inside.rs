@@ -80,7 +80,10 @@ impl PlannedSubAccount {
 /// SubAccount.
 ///
 /// Errors, for people: the SubAccount is not among `subs` (not among the manifests, or its own
-/// plan failed); it does not let `own` place objects inside (`ReferenceNotAllowed`); with
+/// plan failed); it does not let `own` place objects inside (`ReferenceNotAllowed`); it only
+/// observes its sub account, which another SubAccount among `subs` manages (`ConflictingOwner`,
+/// as a cluster refuses it: reaching a sub account by observing it is no way around the
+/// manager's `allowedNamespaces`); with
 /// `calls` (the resource's calls are to be made inside), its credential cannot be had; `r` is,
 /// or names, the operator's credential there (`CredentialReserved`, see
 /// [`placement::refuse_credential`]).
@@ -107,6 +110,16 @@ pub(crate) fn placed_in<'a, K: ManagedKind>(
     let selector = sub.resource.spec.allowed_namespaces.as_ref();
     let note = reference_allowed((namespace, &reference.name), selector, own)
         .map_err(|problem| format!("{}: {problem}", sub.shown()))?;
+    let managed_elsewhere = !sub.resource.writes()
+        && sub.inside.id.is_some()
+        && (subs.iter())
+            .any(|o| o.at != sub.at && o.resource.writes() && o.inside.id == sub.inside.id);
+    if managed_elsewhere {
+        return Err(format!(
+            "ConflictingOwner: {}: it only observes its sub account, which another SubAccount among the manifests manages; reference that SubAccount (its spec.allowedNamespaces must allow namespace \"{own}\")",
+            sub.shown()
+        ));
+    }
     if let Some(problem) = sub.credential_problem.as_ref().filter(|_| calls) {
         return Err(format!("{}: {problem}", sub.shown()));
     }
