@@ -1462,6 +1462,22 @@ async fn names_through_a_sub_account_key_are_found_in_the_cli() {
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(shown.contains("ApiKey default/app: deleted"), "{shown}");
     assert!(!sim.snapshot().api_keys.iter().any(|k| k.name == "app"));
+
+    // A SubAccount needs a company key: through a sub account's key it is refused before any
+    // write (AccountScopeInsufficient), as the operator refuses it; before, the create was
+    // sent and refused by the service.
+    let sub =
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: other}\nspec: {}\n";
+    std::fs::write(&file, sub).unwrap();
+    sim.clear_request_log();
+    for run in ["plan", "apply"] {
+        let out = through_team(run).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{run}: {shown}");
+        assert!(shown.contains("AccountScopeInsufficient"), "{run}: {shown}");
+        assert!(!shown.contains("POST"), "{run}: {shown}");
+    }
+    assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
 }
 
 /// A resource its account refuses (`AccountNotAllowed`) holds no claim, as in a cluster: it
