@@ -38,7 +38,10 @@ pub async fn plan(
     for sub_accounts in [true, false] {
         for (i, (loaded, e)) in resources.iter().zip(&mut entries).enumerate() {
             // Refused by its account: nothing of it is looked up, nothing called.
-            if let Some(refused) = super::guards::refused(loaded, selectors) {
+            let own = inventory.own_sub_account;
+            let refusal = super::guards::refused(loaded, selectors)
+                .or_else(|| super::guards::scope_refusal(loaded, own));
+            if let Some(refused) = refusal {
                 e.error = Some(refused);
                 continue;
             }

@@ -266,6 +266,23 @@ pub(crate) fn refused(loaded: &Loaded, selectors: &[(String, LabelSelector)]) ->
         .flatten()
 }
 
+/// Why the SubAccount `loaded` cannot be managed through an account whose key is a sub
+/// account's (`own_sub_account`, from the key's own entry in its key list): a sub account key
+/// creates and changes no sub account (`AccountScopeInsufficient`, as the operator refuses it
+/// before any call). `None` for another kind, a company key, or a paused resource (left alone
+/// before any account is used).
+pub(crate) fn scope_refusal(loaded: &Loaded, own_sub_account: Option<i64>) -> Option<String> {
+    let (Resource::SubAccount(_), Some(id)) = (&loaded.resource, own_sub_account) else {
+        return None;
+    };
+    if loaded.resource.is_paused() {
+        return None;
+    }
+    Some(format!(
+        "AccountScopeInsufficient: the account's key is a key of sub account {id}; a SubAccount needs a company account's key. Name a company account in spec.accountRef"
+    ))
+}
+
 /// The account's objects, read only when some of `resources` is not [`refused`] (or none is
 /// given: the account's objects are still listed): a group of refused resources calls nothing.
 ///

@@ -346,7 +346,10 @@ pub(crate) async fn build_with(
             .map(|(i, loaded)| async move {
                 let mut e = entry_of(loaded);
                 // Refused by its account: nothing of it is planned, nothing called.
-                if let Some(refused) = super::guards::refused(loaded, selectors) {
+                let own = inventory.own_sub_account;
+                let refusal = super::guards::refused(loaded, selectors)
+                    .or_else(|| super::guards::scope_refusal(loaded, own));
+                if let Some(refused) = refusal {
                     e.error = Some(refused);
                     return Ok((i, e, Step::Invalid, None));
                 }
