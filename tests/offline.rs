@@ -2759,6 +2759,32 @@ async fn tenants_apply_inside_their_sub_accounts() {
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("ConflictingOwner"), "{shown}");
     assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
+
+    // destroy deletes what is inside a sub account with that sub account's credential, as
+    // every other call for it is made (the boundary the service enforces), not the company key.
+    let credentials: Vec<i64> = (state.api_keys.iter())
+        .filter(|k| k.name == "mailtarget-operator")
+        .map(|k| k.id)
+        .collect();
+    sim.clear_request_log();
+    let args = ["destroy", "-f", tenants.to_str().unwrap(), "--auto-approve"];
+    let out = run_binary(&args, Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let deletes: Vec<_> = (sim.request_log().into_iter())
+        .filter(|r| r.method == "DELETE")
+        .collect();
+    assert_eq!(
+        deletes.len(),
+        6,
+        "two keys and a domain per team: {deletes:?}"
+    );
+    for d in &deletes {
+        assert!(
+            d.key_id.is_some_and(|id| credentials.contains(&id)),
+            "{d:?} not made with a sub account's credential ({credentials:?})"
+        );
+    }
 }
 
 /// ClusterAccount `billing` reaching `sim`, as one manifest document.

@@ -1754,10 +1754,16 @@ async fn request_log_and_control_endpoints() {
             "status",
             "unixMs",
             "durationMs",
-            "userAgent"
+            "userAgent",
+            "keyId"
         ])
     );
     assert_eq!(entries[1]["query"], "page=1&size=5");
+    assert!(
+        entries[1]["keyId"].is_null(),
+        "the company key of the configuration is no API key: {}",
+        entries[1]
+    );
     assert!(
         entries[1]["userAgent"].is_null(),
         "this client sends no User-Agent: {}",

@@ -2,7 +2,8 @@
 //!
 //! Every request to an interface path is recorded in arrival order (requests to the
 //! `/_simulator/*` control endpoints are not). Records hold no bodies and no header but the
-//! `User-Agent` (which tells several clients apart), so no secret ends up in the log.
+//! `User-Agent` (which tells several clients apart), and the id of the API key a request came
+//! with (never the key), so no secret ends up in the log.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,7 @@ use serde::Serialize;
 /// One served request.
 ///
 /// JSON form (`GET /_simulator/requests`): `{"method", "path", "query", "status", "unixMs",
-/// "durationMs", "userAgent"}`.
+/// "durationMs", "userAgent", "keyId"}`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestRecord {
     /// HTTP method, upper case (`GET`, `POST`, ...).
@@ -30,6 +31,10 @@ pub struct RequestRecord {
     pub duration: Duration,
     /// The request's `User-Agent` header, if any (as text; `None` when absent or not text).
     pub user_agent: Option<String>,
+    /// The id of the API key the request's `Authorization` header carried, when it names an
+    /// existing key; `None` for the company key of the configuration, or no known key. Tells
+    /// which credential a client called with (a sub account's, or the company's).
+    pub key_id: Option<i64>,
 }
 
 impl RequestRecord {
@@ -68,6 +73,7 @@ struct RequestRecordJson<'a> {
     unix_ms: i64,
     duration_ms: u64,
     user_agent: Option<&'a str>,
+    key_id: Option<i64>,
 }
 
 impl Serialize for RequestRecord {
@@ -80,6 +86,7 @@ impl Serialize for RequestRecord {
             unix_ms: self.unix_ms,
             duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
             user_agent: self.user_agent.as_deref(),
+            key_id: self.key_id,
         }
         .serialize(serializer)
     }
@@ -148,6 +155,7 @@ mod tests {
             unix_ms: 0,
             duration: Duration::from_millis(3),
             user_agent: None,
+            key_id: None,
         }
     }
 

@@ -99,6 +99,14 @@ async fn interface_layer(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
 
+    // Which key the request came with (its id, never the key), for the record.
+    let key_id = super::auth::bearer_token(request.headers())
+        .ok()
+        .and_then(|token| {
+            let store = shared.store();
+            let key = store.state.api_keys.iter().find(|k| k.key == token);
+            key.map(|k| k.id)
+        });
     let decision = shared.faults.decide();
     let delay = shared.latency + decision.latency;
     if !delay.is_zero() {
@@ -137,6 +145,7 @@ async fn interface_layer(
         unix_ms,
         duration: started.elapsed(),
         user_agent,
+        key_id,
     });
     response
 }
