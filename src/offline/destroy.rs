@@ -9,7 +9,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::apply::{ApplyReport, Outcome, apply_one, failed, not_run, outcome};
-use super::inside::{PlannedSubAccount, placed_in};
+use super::inside::{Inside, PlannedSubAccount, placed_in};
 use super::plan::{Entry, OfflinePlan, Step, entry_of};
 use crate::api::{ApiError, Client};
 use crate::engine::driver::{self, PlanError, ResourcePlan};
@@ -32,6 +32,7 @@ pub async fn plan(
     let inventory = &super::guards::inventory_for(client, resources, selectors).await?;
     let mut entries: Vec<Entry> = resources.iter().map(entry_of).collect();
     let mut steps = vec![Step::Invalid; resources.len()];
+    let mut inside: Vec<Option<Inside>> = vec![None; resources.len()];
     // Sub accounts first (planned once): keys inside them are looked up in their scope, found
     // by the namespace and name of their SubAccount.
     let mut subs = Vec::new();
@@ -46,11 +47,11 @@ pub async fn plan(
                 continue;
             }
             let at = (loaded, subs.as_slice(), inventory);
-            steps[i] = match &loaded.resource {
+            (steps[i], inside[i]) = match &loaded.resource {
                 Resource::SubAccount(r) if sub_accounts => {
-                    let step = planned(e, r, at, Step::SubAccount);
+                    let (step, placed) = planned(e, r, at, Step::SubAccount);
                     subs.extend(PlannedSubAccount::of(i, loaded, &step, inventory));
-                    step
+                    (step, placed)
                 }
                 Resource::ApiKey(r) if !sub_accounts => planned(e, r, at, Step::ApiKey),
                 Resource::SendingDomain(r) if !sub_accounts => {
@@ -66,14 +67,16 @@ pub async fn plan(
         entries,
         steps,
         resources,
+        inside,
         ..OfflinePlan::default()
     })
 }
 
 /// The deletion plan of a resource, looked up inside the sub account its `spec.subAccountRef`
 /// names (one of `subs`; nothing is inside a sub account that does not exist), or in the
-/// account itself (a SubAccount, or no reference). The company key deletes it: it reaches
-/// every sub account.
+/// account itself (a SubAccount, or no reference); with where it is placed, when inside an
+/// existing sub account: its deletion is made with that sub account's credential, as every
+/// other call for it (the company key when the credential is gone).
 ///
 /// Errors: the SubAccount is not among the manifests, its own plan failed, or it does not let
 /// the resource's namespace place objects inside (as `plan` refuses it); see [`PlanError`].
@@ -82,30 +85,31 @@ fn deletion_inside<K: ManagedKind>(
     loaded: &Loaded,
     subs: &[PlannedSubAccount],
     inventory: &Inventory,
-) -> Result<ResourcePlan<K>, PlanError> {
+) -> Result<(ResourcePlan<K>, Option<Inside>), PlanError> {
     let mut d = driver::desired::<K>(r)?;
     let own = loaded.resource.namespace();
-    // The company key deletes: the sub account's credential is not needed.
+    // A credential that cannot be had is no reason to keep the object: the company key
+    // deletes it then.
     let placed = placed_in::<K>(r, (own, K::natural_key(&d)), subs, false);
     let placed = placed.map_err(PlanError::Blocked)?;
-    let inside = match placed {
+    let (id, placed) = match placed {
         Some((sub, _)) => match sub.inside.id {
-            Some(id) => Some(id),
+            Some(id) => (Some(id), Some(sub.inside.clone())),
             None => {
                 let note = format!(
                     "{} matches no sub account: nothing is inside it",
                     sub.shown()
                 );
-                return Ok(ResourcePlan::noting(d, r.external_id(), note));
+                return Ok((ResourcePlan::noting(d, r.external_id(), note), None));
             }
         },
         // Through a sub account's key: in that sub account, as `plan` places it.
-        None => inventory.own_sub_account,
+        None => (inventory.own_sub_account, None),
     };
-    if let Some(id) = inside {
+    if let Some(id) = id {
         K::in_sub_account(&mut d, id);
     }
-    driver::plan_deletion_of::<K>(r, d, inventory)
+    Ok((driver::plan_deletion_of::<K>(r, d, inventory)?, placed))
 }
 
 /// Plans the deletion of `r` ([`deletion_inside`]) and fills `e` from it: `delete`,
@@ -117,10 +121,10 @@ fn planned<K: ManagedKind>(
     r: &K::Resource,
     (loaded, subs, inventory): (&Loaded, &[PlannedSubAccount], &Inventory),
     step: impl FnOnce(ResourcePlan<K>) -> Step,
-) -> Step {
+) -> (Step, Option<Inside>) {
     let deletes = K::deletion(r).is_some();
     match deletion_inside::<K>(r, loaded, subs, inventory) {
-        Ok(plan) => {
+        Ok((plan, placed)) => {
             let p = &plan.planned;
             e.action = match (p.found, p.steps.first().map(|s| s.step.action)) {
                 (None, _) => "absent",
@@ -132,11 +136,11 @@ fn planned<K: ManagedKind>(
             e.id = p.found.map(|f| f.id);
             e.notes = p.notes.clone();
             e.steps = p.shown_steps();
-            step(plan)
+            (step(plan), placed)
         }
         Err(err) => {
             e.error = Some(err.to_string());
-            Step::Invalid
+            (Step::Invalid, None)
         }
     }
 }
@@ -153,10 +157,6 @@ pub async fn run(
         let outcomes = plan.entries.iter().map(not_run).collect();
         return ApplyReport { outcomes };
     }
-    let ctx = super::apply::Ctx {
-        client,
-        secrets_dir: None,
-    };
     let rank = |s: &Step| match s {
         Step::SendingDomain(_) => 0,
         Step::ApiKey(_) => 1,
@@ -167,6 +167,15 @@ pub async fn run(
     let mut outcomes: Vec<Option<Outcome>> = plan.entries.iter().map(|_| None).collect();
     for i in order {
         let e = &plan.entries[i];
+        // Inside an existing sub account: with its credential, else the company key.
+        let credential = (plan.inside.get(i))
+            .and_then(Option::as_ref)
+            .and_then(|inside| inside.credential.clone());
+        let inside = credential.and_then(|key| client.calling_as(key).ok());
+        let ctx = super::apply::Ctx {
+            client: inside.as_ref().unwrap_or(client),
+            secrets_dir: None,
+        };
         let o = match &plan.steps[i] {
             Step::SubAccount(p) => carry(&ctx, p, e, secrets_dir).await,
             Step::ApiKey(p) => carry(&ctx, p, e, secrets_dir).await,
