@@ -40,9 +40,7 @@ pub async fn plan(
         for (i, (loaded, e)) in resources.iter().zip(&mut entries).enumerate() {
             // Refused by its account: nothing of it is looked up, nothing called.
             let own = inventory.own_sub_account;
-            let refusal = super::guards::refused(loaded, selectors)
-                .or_else(|| super::guards::scope_refusal(loaded, own));
-            if let Some(refused) = refusal {
+            if let Some(refused) = super::guards::refusal(loaded, selectors, own) {
                 e.error = Some(refused);
                 continue;
             }

@@ -283,6 +283,16 @@ pub(crate) fn scope_refusal(loaded: &Loaded, own_sub_account: Option<i64>) -> Op
     ))
 }
 
+/// Why `loaded` is planned with no call, once its account's objects are read: [`refused`] by
+/// its account, or [`scope_refusal`] through a sub account's key (`own_sub_account`).
+pub(crate) fn refusal(
+    loaded: &Loaded,
+    selectors: &[(String, LabelSelector)],
+    own_sub_account: Option<i64>,
+) -> Option<String> {
+    refused(loaded, selectors).or_else(|| scope_refusal(loaded, own_sub_account))
+}
+
 /// The account's objects, read only when some of `resources` is not [`refused`] (or none is
 /// given: the account's objects are still listed): a group of refused resources calls nothing.
 ///

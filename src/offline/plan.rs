@@ -347,9 +347,7 @@ pub(crate) async fn build_with(
                 let mut e = entry_of(loaded);
                 // Refused by its account: nothing of it is planned, nothing called.
                 let own = inventory.own_sub_account;
-                let refusal = super::guards::refused(loaded, selectors)
-                    .or_else(|| super::guards::scope_refusal(loaded, own));
-                if let Some(refused) = refusal {
+                if let Some(refused) = super::guards::refusal(loaded, selectors, own) {
                     e.error = Some(refused);
                     return Ok((i, e, Step::Invalid, None));
                 }
