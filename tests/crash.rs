@@ -87,8 +87,10 @@ where
 }
 
 /// Creates ClusterAccount `tenant` whose key is the first key of a new sub account `tenant`
-/// (found so by the account's check, in the key list) and ApiKey `app-c` through it.
-async fn api_key_through_a_sub_accounts_key(rig: &Rig) {
+/// (found so by the account's check, in the key list), waits until the running operator finds
+/// it Ready, then arms `point` (a reconcile waiting for the account would stop there before any
+/// create) and creates ApiKey `app-c` through it.
+async fn api_key_through_a_sub_accounts_key(rig: &Rig, point: &str) {
     let client = harness::operator_client(&rig.sim);
     let tenant = common::sub_account_with_key(&client, "tenant", "tenant-key").await;
     let key = tenant.api_keys[0].key.expose_secret().to_string();
@@ -103,6 +105,13 @@ async fn api_key_through_a_sub_accounts_key(rig: &Rig) {
         ),
     )
     .await;
+    common::wait_for(&accounts, "tenant", "Ready", |a: &ClusterAccount| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| common::ready_is(a, &s.conditions, "True", None))
+    })
+    .await;
+    fail::cfg(point, "panic").unwrap();
     common::create(
         &rig.api::<ApiKey>(),
         "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: app-c}\nspec:\n  accountRef: {name: tenant}\n  secretName: app-c-key\n",
@@ -126,12 +135,13 @@ async fn a_resource_deleted_after_an_unrecorded_create_leaves_no_object() {
     for case in ["ApiKey", "SendingDomain", "ApiKey in sub account"] {
         let kind = case.split(' ').next().unwrap();
         let mut rig = Rig::new(Rig::sim_config()).await;
-        fail::cfg(failpoints::AFTER_CONVERGE, "panic").unwrap();
-        rig.start_operator(Duration::from_secs(2));
         if case == kind {
+            fail::cfg(failpoints::AFTER_CONVERGE, "panic").unwrap();
+            rig.start_operator(Duration::from_secs(2));
             single(kind).create(&rig.kube).await;
         } else {
-            api_key_through_a_sub_accounts_key(&rig).await;
+            rig.start_operator(Duration::from_secs(2));
+            api_key_through_a_sub_accounts_key(&rig, failpoints::AFTER_CONVERGE).await;
         }
         eventually(
             &format!("{case}: the operator dies after its create"),
