@@ -119,7 +119,7 @@ impl Claimant for SendingDomain {
 
 /// The account a resource is managed through: ids and names are compared within one account
 /// only (two accounts' objects are different objects, whatever their ids).
-fn account_of<K: Claimant>(obj: &K) -> super::accounts::AccountName {
+pub(super) fn account_of<K: Claimant>(obj: &K) -> super::accounts::AccountName {
     super::accounts::usage::account_name(
         obj.meta().namespace.as_deref().unwrap_or_default(),
         obj.account_ref(),

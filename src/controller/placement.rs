@@ -219,10 +219,7 @@ fn refuse_observed(
                 && other.writes()
                 && other.recorded_id() == Some(id)
                 && ctx.accounts.may_claim(other.as_ref())
-                && account_name(
-                    &other.namespace().unwrap_or_default(),
-                    other.spec.account_ref.as_ref(),
-                ) == usage.name
+                && super::claims::account_of(other.as_ref()) == usage.name
         })
     });
     if managed_elsewhere {

@@ -187,7 +187,8 @@ pub enum SecretError {
 /// `takes_over` is true only under an adoption policy in force where the account lets the
 /// namespace adopt (product design, "The managed-resource model": a pre-existing Secret is
 /// not taken over unless the policy says so). `None`: it may. Decided before any write to the
-/// service, and again right before the write.
+/// service, on the Secret as the integrity check read it; [`ensure`], which reads the Secret
+/// itself, decides it again on what it read.
 pub fn refusal(uid: &str, name: &str, current: &Secret, takes_over: bool) -> Option<SecretError> {
     let refs = current.owner_references();
     if let Some(other) = refs

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use super::read::quoted;
 use super::schema_check::Violation;
 use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
 use crate::text::{MAX_VALUE_CHARS, printable};
@@ -149,11 +150,6 @@ fn is_name_part(s: &str) -> bool {
 /// `value` as it may be embedded in a message: its JSON text, capped.
 fn shown(value: &Value) -> String {
     printable(&value.to_string(), MAX_VALUE_CHARS)
-}
-
-/// `value` in double quotes, capped.
-fn quoted(value: &str) -> String {
-    format!("\"{}\"", printable(value, MAX_VALUE_CHARS))
 }
 
 #[cfg(test)]

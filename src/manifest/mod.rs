@@ -129,6 +129,19 @@ impl Resource {
         }
     }
 
+    /// `spec.subAccountRef` of an ApiKey or SendingDomain ([`ManagedResource::sub_account_ref`]);
+    /// `None` for a SubAccount.
+    ///
+    /// [`ManagedResource::sub_account_ref`]: crate::engine::ManagedResource::sub_account_ref
+    pub fn sub_account_ref(&self) -> Option<&crate::crd::SubAccountReference> {
+        use crate::engine::ManagedResource;
+        match self {
+            Resource::SubAccount(r) => r.sub_account_ref(),
+            Resource::ApiKey(r) => r.sub_account_ref(),
+            Resource::SendingDomain(r) => r.sub_account_ref(),
+        }
+    }
+
     /// Why `plan`/`apply` cannot serve the resource's account, for people (`None`: they can).
     /// They hold the key of ClusterAccount `default` (`--api-key`) and of the accounts
     /// `accounts` (`--account NAME=@FILE`, names as [`crate::offline::accounts::account_name`]

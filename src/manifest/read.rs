@@ -504,8 +504,8 @@ fn read_document(
         }
         _ => name.to_string(),
     };
-    if let Some((_, _, first)) =
-        (set.accounts.iter()).find(|(n, _, _)| account && *n == account_name)
+    if account
+        && let Some((_, _, first)) = (set.accounts.iter()).find(|(n, _, _)| *n == account_name)
     {
         let message = format!("the same account is also defined at {first}; keep one definition");
         errors.push(error(object, Some("metadata.name"), message));
@@ -578,12 +578,7 @@ fn reference_refused(
     r: &Resource,
     allowed: &HashMap<(&str, &str), Option<&LabelSelector>>,
 ) -> bool {
-    let reference = match r {
-        Resource::ApiKey(k) => k.spec.sub_account_ref.as_ref(),
-        Resource::SendingDomain(d) => d.spec.sub_account_ref.as_ref(),
-        Resource::SubAccount(_) => None,
-    };
-    reference.is_some_and(|s| {
+    r.sub_account_ref().is_some_and(|s| {
         let at = (s.namespace_or(r.namespace()), s.name.as_str());
         allowed.get(&at).is_some_and(|selector| {
             crate::offline::guards::reference_allowed(at, *selector, r.namespace()).is_err()
@@ -607,7 +602,7 @@ fn shown(value: &str) -> String {
 }
 
 /// [`shown`] in double quotes.
-fn quoted(value: &str) -> String {
+pub(super) fn quoted(value: &str) -> String {
     format!("\"{}\"", shown(value))
 }
 
@@ -673,11 +668,12 @@ fn check_cross_document(
             }
             Resource::SendingDomain(_) => String::new(),
         };
-        // Refused by its account, it writes nothing and claims nothing (no Secret, no object);
-        // the plan reports the refusal. A paused one is left alone before its account is used.
-        let refused = crate::offline::guards::account_allows(r, selectors).is_err()
-            || reference_refused(r, &allowed);
-        if refused && !r.is_paused() {
+        // Refused by its account or its SubAccount, it writes nothing and claims nothing (no
+        // Secret, no object); the plan reports the refusal. A paused one is left alone before
+        // its account is used.
+        let refused = crate::offline::guards::refused(loaded, selectors).is_some()
+            || (reference_refused(r, &allowed) && !r.is_paused());
+        if refused {
             continue;
         }
         for (field, secret) in r.secret_names() {
@@ -707,12 +703,7 @@ fn check_cross_document(
         }
     }
     for loaded in resources {
-        let reference = match &loaded.resource {
-            Resource::ApiKey(r) => r.spec.sub_account_ref.as_ref(),
-            Resource::SendingDomain(r) => r.spec.sub_account_ref.as_ref(),
-            Resource::SubAccount(_) => None,
-        };
-        if let Some(reference) = reference {
+        if let Some(reference) = loaded.resource.sub_account_ref() {
             let ns = reference
                 .namespace_or(loaded.resource.namespace())
                 .to_string();

@@ -38,6 +38,10 @@ pub async fn plan(
     let mut subs = Vec::new();
     for sub_accounts in [true, false] {
         for (i, (loaded, e)) in resources.iter().zip(&mut entries).enumerate() {
+            let is_sub_account = matches!(loaded.resource, Resource::SubAccount(_));
+            if is_sub_account != sub_accounts {
+                continue;
+            }
             // Refused by its account: nothing of it is looked up, nothing called.
             let own = inventory.own_sub_account;
             if let Some(refused) = super::guards::refusal(loaded, selectors, own) {
@@ -46,16 +50,13 @@ pub async fn plan(
             }
             let at = (loaded, subs.as_slice(), inventory);
             (steps[i], inside[i]) = match &loaded.resource {
-                Resource::SubAccount(r) if sub_accounts => {
+                Resource::SubAccount(r) => {
                     let (step, placed) = planned(e, r, at, Step::SubAccount);
                     subs.extend(PlannedSubAccount::of(i, loaded, &step, inventory));
                     (step, placed)
                 }
-                Resource::ApiKey(r) if !sub_accounts => planned(e, r, at, Step::ApiKey),
-                Resource::SendingDomain(r) if !sub_accounts => {
-                    planned(e, r, at, Step::SendingDomain)
-                }
-                _ => continue,
+                Resource::ApiKey(r) => planned(e, r, at, Step::ApiKey),
+                Resource::SendingDomain(r) => planned(e, r, at, Step::SendingDomain),
             };
         }
     }

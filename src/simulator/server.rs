@@ -99,9 +99,11 @@ async fn interface_layer(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
 
-    // Which key the request came with (its id, never the key), for the record.
+    // Which key the request came with (its id, never the key), for the record. The configured
+    // company key is no API key: no scan of the key list for it.
     let key_id = super::auth::bearer_token(request.headers())
         .ok()
+        .filter(|token| *token != shared.api_key)
         .and_then(|token| {
             let store = shared.store();
             let key = store.state.api_keys.iter().find(|k| k.key == token);

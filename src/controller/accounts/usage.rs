@@ -28,7 +28,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::registry::{AccountName, AccountRegistry, PENDING, Resolved};
 use crate::controller::cache::AccountCache;
-use crate::crd::{AccountRefKind, AccountReference, KeyScope};
+use crate::crd::{AccountRefKind, AccountReference, ClusterAccount, KeyScope};
 
 /// Longest wait, at start-up, for the ClusterAccount, Account and Namespace caches' first lists
 /// before `default` falls back to the operator's flags (the object wins over the flags when it
@@ -190,7 +190,7 @@ impl AccountRegistry {
                 ),
             ));
         }
-        let may_adopt = self.may_adopt_through(&name, namespace);
+        let may_adopt = self.may_adopt_with(cluster_object.as_deref(), namespace);
         if needs.adoption && !may_adopt {
             return Err(Refusal::stalled(
                 ADOPTION_NOT_ALLOWED,
@@ -217,7 +217,13 @@ impl AccountRegistry {
             return true;
         };
         let account = (self.cluster_accounts.get()).and_then(|s| s.get(&ObjectRef::new(n)));
-        account.is_none_or(|account| self.namespace_may_adopt(&account, namespace))
+        self.may_adopt_with(account.as_deref(), namespace)
+    }
+
+    /// [`Self::may_adopt_through`] for the ClusterAccount object already at hand (`None`: an
+    /// Account, or the flags' `default`).
+    fn may_adopt_with(&self, account: Option<&ClusterAccount>, namespace: &str) -> bool {
+        account.is_none_or(|account| self.namespace_may_adopt(account, namespace))
     }
 
     /// False when the account `obj` names refuses it outright, so that it can hold no claim
