@@ -442,6 +442,23 @@ async fn observing_a_sub_account_reaches_nothing_inside_it() {
             assert!(secrets.get_opt(&name).await.unwrap().is_none(), "{name}");
         }
     }
+
+    // The operator's namespace may adopt through the account: its SubAccount observing the
+    // sub account no resource manages hosts a new key.
+    let platform: Api<SubAccount> = env.api();
+    let watch = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: watch}\nspec: {name: loose, managementPolicy: ObserveOnly, credentialKeyName: loose-first}\n";
+    create(&platform, watch).await;
+    ready::<SubAccount>(&env, "default", "watch", "True", "Observed").await;
+    api_key(
+        &env,
+        "default",
+        "inside",
+        "  subAccountRef: {name: watch}\n",
+    )
+    .await;
+    let made = key_ready(&env, "default", "inside", "True", "Available").await;
+    let inside = made.status.unwrap().sub_account_id;
+    assert!(inside.is_some_and(|id| id != 0), "inside the sub account");
     env.stop().await;
 }
 
