@@ -554,6 +554,12 @@ async fn bad_manifests_are_rejected_without_api_calls() {
         (format!("{HEADER_KEY}spec:\n  secretName: a\nspec:\n  secretName: b\n"), "", "gives key \"spec\" twice"),
         (format!("{HEADER_CLUSTER_ACCOUNT}  namespaceSelector: {{matchExpressions: [{{key: team, operator: Near, values: [a]}}]}}\n"), "spec.namespaceSelector.matchExpressions[0].operator", "\"Near\""),
         (format!("{HEADER_CLUSTER_ACCOUNT}  adoptionNamespaceSelector: {{matchExpressions: [{{key: team, operator: In}}]}}\n"), "spec.adoptionNamespaceSelector.matchExpressions[0].values", "In"),
+        // A selector's label keys and values as kube-apiserver checks them: a key that no label
+        // can have would match nothing, silently.
+        (format!("{HEADER_SUB}spec:\n  allowedNamespaces: {{matchLabels: {{\"bad key!\": x}}}}\n"), "spec.allowedNamespaces.matchLabels", "\"bad key!\" is not a valid label key"),
+        (format!("{HEADER_CLUSTER_ACCOUNT}  adoptionNamespaceSelector: {{matchLabels: {{team: \"v a l\"}}}}\n"), "spec.adoptionNamespaceSelector.matchLabels[team]", "not a valid label value"),
+        (format!("{HEADER_CLUSTER_ACCOUNT}  namespaceSelector: {{matchExpressions: [{{key: a/b/c, operator: Exists}}]}}\n"), "spec.namespaceSelector.matchExpressions[0].key", "\"a/b/c\" is not a valid label key"),
+        (format!("{HEADER_SUB}spec:\n  allowedNamespaces: {{matchExpressions: [{{key: team, operator: In, values: [ok, \"a b\"]}}]}}\n"), "spec.allowedNamespaces.matchExpressions[0].values[1]", "not a valid label value"),
         // Values the service trims would never match their object again: every apply an update.
         (format!("{HEADER_SUB}spec:\n  status: \" active \"\n"), "spec.status", "leading or trailing whitespace"),
         (format!("{HEADER_SUB}spec:\n  deactivatedStatus: \"inactive \"\n"), "spec.deactivatedStatus", "leading or trailing whitespace"),
