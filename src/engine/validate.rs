@@ -12,6 +12,7 @@ use crate::crd::{
 use crate::manifest::Resource;
 
 use super::natural_key;
+use crate::text::{MAX_VALUE_CHARS, printable};
 
 /// One problem in a spec: the field path and what to fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,14 +215,43 @@ pub fn cluster_account(spec: &ClusterAccountSpec) -> Vec<Problem> {
     out
 }
 
-/// Problems of a label selector's `matchExpressions`, as kube-apiserver checks a selector
-/// (apimachinery `ValidateLabelSelectorRequirement`): a known operator, values with `In` and
-/// `NotIn`, none with `Exists` and `DoesNotExist`. A selector without problems converts to a
-/// [`kube::core::Selector`].
+/// Problems of a label selector, as kube-apiserver checks a selector of its own types
+/// (apimachinery `ValidateLabelSelector`; it leaves a custom resource's selector unchecked, so
+/// the operator checks it): `matchLabels` keys and values, and in `matchExpressions` the key,
+/// the values, a known operator, values with `In` and `NotIn`, none with `Exists` and
+/// `DoesNotExist`. A selector without problems converts to a [`kube::core::Selector`], and
+/// matches the labels it names (an invalid key would match no namespace, without a word).
 fn label_selector(selector: &LabelSelector, field: &str, out: &mut Vec<Problem>) {
+    for (key, value) in selector.match_labels.iter().flatten() {
+        if !is_qualified_name(key) {
+            out.push(Problem::new(
+                format!("{field}.matchLabels"),
+                not_a_key(key, "label"),
+            ));
+        }
+        if !is_label_value(value) {
+            out.push(Problem::new(
+                format!("{field}.matchLabels[{}]", printable(key, MAX_VALUE_CHARS)),
+                not_a_label_value(value),
+            ));
+        }
+    }
     let requirements = selector.match_expressions.as_deref().unwrap_or_default();
     for (i, requirement) in requirements.iter().enumerate() {
         let at = format!("{field}.matchExpressions[{i}]");
+        if !is_qualified_name(&requirement.key) {
+            out.push(Problem::new(
+                format!("{at}.key"),
+                not_a_key(&requirement.key, "label"),
+            ));
+        }
+        let values = requirement.values.iter().flatten().enumerate();
+        for (j, value) in values.filter(|(_, v)| !is_label_value(v)) {
+            out.push(Problem::new(
+                format!("{at}.values[{j}]"),
+                not_a_label_value(value),
+            ));
+        }
         let has_values = requirement.values.as_ref().is_some_and(|v| !v.is_empty());
         match requirement.operator.as_str() {
             "In" | "NotIn" if !has_values => out.push(Problem::new(
@@ -321,6 +351,54 @@ fn unique_ids(ids: &[i64], field: &str, out: &mut Vec<Problem>) {
     }
 }
 
+/// The rule a label value, and the name part of a label or annotation key, follows
+/// (apimachinery `IsQualifiedName`, `IsValidLabelValue`), as messages state it.
+pub const NAME_RULE: &str =
+    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
+
+/// A qualified name, as kube-apiserver checks label and annotation keys (`IsQualifiedName` in
+/// k8s.io/apimachinery): an optional DNS-1123 subdomain prefix and `/`, then a name of
+/// [`NAME_RULE`].
+pub fn is_qualified_name(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_name_part(name),
+        None => is_name_part(key),
+    }
+}
+
+/// A label value (`IsValidLabelValue` in k8s.io/apimachinery): empty, or a name of
+/// [`NAME_RULE`].
+pub fn is_label_value(value: &str) -> bool {
+    value.is_empty() || is_name_part(value)
+}
+
+/// The message for `key`, which is no qualified name ([`is_qualified_name`]); `kind` says
+/// what it keys ("label", "annotation"). The key is shown printable and capped.
+pub fn not_a_key(key: &str, kind: &str) -> String {
+    format!(
+        "\"{}\" is not a valid {kind} key: an optional DNS subdomain and '/', then {NAME_RULE}",
+        printable(key, MAX_VALUE_CHARS)
+    )
+}
+
+/// The message for `value`, which is no label value ([`is_label_value`]), shown printable and
+/// capped.
+pub fn not_a_label_value(value: &str) -> String {
+    format!(
+        "\"{}\" is not a valid label value: empty, or {NAME_RULE}",
+        printable(value, MAX_VALUE_CHARS)
+    )
+}
+
+fn is_name_part(s: &str) -> bool {
+    let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    (1..=63).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && alphanumeric(s.chars().next())
+        && alphanumeric(s.chars().last())
+}
+
 /// A DNS-1123 label, as kube-apiserver checks a namespace's name (`IsDNS1123Label` in
 /// k8s.io/apimachinery): 1 to 63 lowercase letters, digits and '-', starting and ending with a
 /// letter or digit.
@@ -407,6 +485,33 @@ mod tests {
         );
         assert!(problems[0].message.contains("\"Near\""), "{}", problems[0]);
         assert!(problems[1].message.contains("NotIn"), "{}", problems[1]);
+    }
+
+    /// Keys and values as kube-apiserver accepts and refuses them.
+    #[test]
+    fn keys_and_values_follow_the_api_server() {
+        for ok in [
+            "app",
+            "app.kubernetes.io/name",
+            "a_b.c-d",
+            "mailtarget.co/external-id",
+        ] {
+            assert!(is_qualified_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "bad key!",
+            "a/b/c",
+            "-a",
+            "a-",
+            "/a",
+            "Upper.Case/x",
+            &"n".repeat(64),
+        ] {
+            assert!(!is_qualified_name(bad), "{bad}");
+        }
+        assert!(is_label_value("") && is_label_value("v1.2_x"));
+        assert!(!is_label_value("v a l") && !is_label_value(&"v".repeat(64)));
     }
 
     /// The first problems are spelled out and the rest counted.

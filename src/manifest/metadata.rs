@@ -10,7 +10,10 @@ use serde_json::Value;
 
 use super::read::quoted;
 use super::schema_check::Violation;
-use crate::engine::validate::{is_dns1123_label, is_dns1123_subdomain};
+use crate::engine::validate::{
+    is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name, not_a_key,
+    not_a_label_value,
+};
 use crate::text::{MAX_VALUE_CHARS, printable};
 
 /// The fields of ObjectMeta (k8s.io/apimachinery `meta/v1`).
@@ -33,9 +36,6 @@ const FIELDS: &[&str] = &[
 ];
 
 /// What a label key, an annotation key and a label value may hold, for people.
-const NAME_RULE: &str =
-    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
-
 /// Every problem of `doc`'s `metadata` (field path and message).
 pub(super) fn problems(doc: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -99,52 +99,17 @@ pub(super) fn problems(doc: &Value) -> Vec<Violation> {
                 key.to_lowercase()
             };
             if !is_qualified_name(&checked) {
-                problem(
-                    format!("metadata.{map}"),
-                    format!(
-                        "{} is not a valid {kind} key: an optional DNS subdomain and '/', then {NAME_RULE}",
-                        quoted(key)
-                    ),
-                );
+                problem(format!("metadata.{map}"), not_a_key(key, kind));
             }
             let field = format!("metadata.{map}[{}]", printable(key, MAX_VALUE_CHARS));
             match value.as_str() {
                 None => problem(field, format!("{} is not a string: quote it", shown(value))),
-                Some(v) if is_label && !is_label_value(v) => problem(
-                    field,
-                    format!(
-                        "{} is not a valid label value: empty, or {NAME_RULE}",
-                        quoted(v)
-                    ),
-                ),
+                Some(v) if is_label && !is_label_value(v) => problem(field, not_a_label_value(v)),
                 Some(_) => {}
             }
         }
     }
     out
-}
-
-/// A qualified name, as kube-apiserver checks label and annotation keys (`IsQualifiedName`):
-/// an optional DNS-1123 subdomain prefix and `/`, then a name of [`NAME_RULE`].
-fn is_qualified_name(key: &str) -> bool {
-    match key.split_once('/') {
-        Some((prefix, name)) => is_dns1123_subdomain(prefix) && is_name_part(name),
-        None => is_name_part(key),
-    }
-}
-
-/// A label value (`IsValidLabelValue`): empty, or a name of [`NAME_RULE`].
-fn is_label_value(value: &str) -> bool {
-    value.is_empty() || is_name_part(value)
-}
-
-fn is_name_part(s: &str) -> bool {
-    let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    (1..=63).contains(&s.len())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && alphanumeric(s.chars().next())
-        && alphanumeric(s.chars().last())
 }
 
 /// `value` as it may be embedded in a message: its JSON text, capped.
@@ -154,35 +119,6 @@ fn shown(value: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_label_value, is_qualified_name};
-
-    /// Keys and values as kube-apiserver accepts and refuses them.
-    #[test]
-    fn keys_and_values_follow_the_api_server() {
-        for ok in [
-            "app",
-            "app.kubernetes.io/name",
-            "a_b.c-d",
-            "mailtarget.co/external-id",
-        ] {
-            assert!(is_qualified_name(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "bad key!",
-            "a/b/c",
-            "-a",
-            "a-",
-            "/a",
-            "Upper.Case/x",
-            &"n".repeat(64),
-        ] {
-            assert!(!is_qualified_name(bad), "{bad}");
-        }
-        assert!(is_label_value("") && is_label_value("v1.2_x"));
-        assert!(!is_label_value("v a l") && !is_label_value(&"v".repeat(64)));
-    }
-
     /// An annotation key is checked in lower case, as kube-apiserver checks it: an upper-case
     /// prefix is refused in a label key only.
     #[test]
