@@ -3239,3 +3239,57 @@ async fn the_credential_is_reserved_in_the_cli() {
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(shown.contains("ApiKey platform/ops: unchanged"), "{shown}");
 }
+
+/// A 401 answered to the credential of a sub account (deleted, or its allowed IPs exclude this
+/// machine) is told as that credential's refusal, as the operator's `CredentialRefused` tells
+/// it: the API key by name, the SubAccount, and what to do; not as a refusal of the company key
+/// the run was given.
+#[tokio::test]
+async fn a_refused_sub_account_credential_is_named() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tenant.yaml");
+    let manifest = |ips: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: tenant}}\nspec: {{name: tenant}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: mail}}\nspec:\n  subAccountRef: {{name: tenant}}\n  secretName: mail-key\n  allowedIps: [{ips}]\n"
+        )
+    };
+    std::fs::write(&file, manifest("10.1.1.1")).unwrap();
+    let file = file.to_str().unwrap();
+    let out = run_binary(&["apply", "-f", file], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    // The credential may now be used from another address only.
+    let state = sim.snapshot();
+    let credential = (state.api_keys.iter())
+        .find(|k| k.name == "mailtarget-operator")
+        .unwrap();
+    let update = mailtarget_operator::api::UpdateApiKey {
+        allowed_ip: Some("10.9.9.9".into()),
+        ..Default::default()
+    };
+    client(&sim)
+        .update_api_key(credential.id, &update)
+        .await
+        .unwrap();
+
+    std::fs::write(file, manifest("10.2.2.2")).unwrap();
+    for format in ["text", "json"] {
+        let out = run_binary(&["apply", "-f", file, "-o", format], Some(&sim)).await;
+        assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+        let text = output_text(&out);
+        for said in [
+            "the service refused API key",
+            "\\\"mailtarget-operator\\\"",
+            "SubAccount \\\"default/tenant\\\"",
+            "spec.credentialKeyName",
+        ] {
+            let said = if format == "json" {
+                said.to_string()
+            } else {
+                said.replace("\\\"", "\"")
+            };
+            assert!(text.contains(&said), "{format}: says {said}: {text}");
+        }
+        assert!(!text.contains(&credential.key), "no key value shown");
+    }
+}
