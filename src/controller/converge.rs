@@ -150,7 +150,8 @@ fn refused_key<S: Clone>(
         } if !failure.is_by_account_key() => {
             usage.service.refuse_credential(*id);
             let advice = format!(
-                "the service refused API key {id} \"{name}\", the operator's credential inside the sub account of {shown} (deleted, or its allowed IPs exclude the operator); {shown} shows what to do. Nothing outside this sub account is affected; checked again at the next resync"
+                "{}; {shown} shows what to do. Nothing outside this sub account is affected; checked again at the next resync",
+                crate::engine::placement::credential_refused(Some(*id), name, shown, "the operator")
             );
             failure.unauthorized_as(REASON_CREDENTIAL_REFUSED, &advice)
         }

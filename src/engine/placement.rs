@@ -77,6 +77,19 @@ pub fn credential<'a>(
     }
 }
 
+/// What a 401 answered to the operator's credential inside a sub account says, for both front
+/// ends (product design, "Accounts and tenancy": a refused credential is a matter of its
+/// SubAccount, never of the company account): API key `name` (with its `id` when known), the
+/// credential inside the sub account of `shown` (`SubAccount "namespace/name"`), deleted or
+/// with allowed IPs that exclude `caller` (who called: "the operator", "this machine"). Front
+/// ends add what to do. Names only: the key's value is never part of it.
+pub fn credential_refused(id: Option<i64>, name: &str, shown: &str, caller: &str) -> String {
+    let id = id.map(|id| format!(" {id}")).unwrap_or_default();
+    format!(
+        "the service refused API key{id} \"{name}\", the operator's credential inside the sub account of {shown} (deleted, or its allowed IPs exclude {caller})"
+    )
+}
+
 /// The operator's credential inside `sub`'s sub account (its id, when known, and its name) as
 /// reserved for a resource of namespace `own` (product design, "Accounts and tenancy": the
 /// credential is no tenant's): `None` when that resource may manage it, which only a resource

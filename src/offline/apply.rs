@@ -67,6 +67,9 @@ impl ApplyReport {
 pub(crate) struct Ctx<'a> {
     pub(crate) client: &'a Client,
     pub(crate) secrets_dir: Option<&'a SafeDir>,
+    /// The sub account whose credential `client` calls as, if any: a 401 is then told as that
+    /// credential's refusal ([`Inside::refused`]), not the company key's.
+    pub(crate) inside: Option<&'a Inside>,
 }
 
 pub(crate) fn outcome(entry: &Entry, result: &'static str) -> Outcome {
@@ -120,6 +123,7 @@ pub async fn run(
                     let ctx = &Ctx {
                         client: &client,
                         secrets_dir,
+                        inside,
                     };
                     match &plan.steps[i] {
                         Step::SubAccount(p) => {
@@ -211,9 +215,13 @@ pub(crate) async fn apply_one<K: ManagedKind>(
     let exports = ctx.secrets_dir.is_some() && !K::secret_refs(&plan.desired).is_empty();
     let want_detail = report && (K::HAS_RECORDS || exports);
     let executed = driver::execute::<K>(ctx.client, plan, None, want_detail).await;
-    let mut o = match &executed.error {
-        None => outcome(entry, past_tense(entry.action)),
-        Some(e) => failed(entry, e),
+    let mut o = match (&executed.error, ctx.inside) {
+        (None, _) => outcome(entry, past_tense(entry.action)),
+        (Some(e), Some(inside)) if e.status() == Some(401) => failed(
+            entry,
+            format!("{}. The service answered: {e}", inside.refused()),
+        ),
+        (Some(e), _) => failed(entry, e),
     };
     o.steps = executed.steps;
     o.entry.id = o.entry.id.or(plan.planned.found.map(|f| f.id));

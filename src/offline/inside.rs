@@ -22,6 +22,20 @@ pub(crate) struct Inside {
     pub credential: Option<secrecy::SecretString>,
     /// Name of the credential key ([`placement::credential_key_name`]).
     pub credential_key: String,
+    /// Its SubAccount as messages name it: `SubAccount "namespace/name"`.
+    pub shown: String,
+}
+
+impl Inside {
+    /// What a 401 answered to the credential means, and what to do
+    /// ([`placement::credential_refused`]).
+    pub fn refused(&self) -> String {
+        format!(
+            "{}: restore it at the service, or name another key of the sub account in spec.credentialKeyName of {}",
+            placement::credential_refused(None, &self.credential_key, &self.shown, "this machine"),
+            self.shown
+        )
+    }
 }
 
 /// A planned SubAccount, as the resources placed inside it see it.
@@ -51,26 +65,28 @@ impl PlannedSubAccount {
         let credential_key = placement::credential_key_name(r);
         let found = id.map(|id| placement::credential(&credential_key, id, &inventory.api_keys));
         let key = found.as_ref().and_then(|f| f.as_ref().ok());
+        let at: (String, String) = (
+            loaded.resource.namespace().into(),
+            loaded.resource.name().into(),
+        );
         Some(Self {
             resource: r.clone(),
-            at: (
-                loaded.resource.namespace().into(),
-                loaded.resource.name().into(),
-            ),
-            credential_id: key.map(|k| k.id),
-            credential_problem: found.as_ref().and_then(|f| f.as_ref().err().cloned()),
             inside: Inside {
                 sub: index,
                 id,
                 credential: key.map(|k| k.key.clone()),
                 credential_key,
+                shown: format!("SubAccount \"{}/{}\"", at.0, at.1),
             },
+            at,
+            credential_id: key.map(|k| k.id),
+            credential_problem: found.as_ref().and_then(|f| f.as_ref().err().cloned()),
         })
     }
 
     /// `SubAccount "namespace/name"`, as messages name it.
     pub fn shown(&self) -> String {
-        format!("SubAccount \"{}/{}\"", self.at.0, self.at.1)
+        self.inside.shown.clone()
     }
 }
 
