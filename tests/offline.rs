@@ -2766,6 +2766,40 @@ async fn tenants_apply_inside_their_sub_accounts() {
     assert_eq!(out.status.code(), Some(1), "{shown}");
     assert!(shown.contains("ConflictingOwner"), "{shown}");
     assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
+    // plan says so too; and destroy does not delete, through the observer, a key of tenant a
+    // that the spy's ApiKey names.
+    let out = run_binary(&["plan", "-f", dir.path().to_str().unwrap()], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("ConflictingOwner"), "{shown}");
+    let tenant_a_credential = (state.api_keys.iter())
+        .find(|k| k.name == "mailtarget-operator" && k.sub_account_id == tenant_a)
+        .unwrap();
+    let victim = crate::client(&sim)
+        .calling_as(tenant_a_credential.key.clone().into())
+        .unwrap()
+        .create_api_key(&CreateApiKey {
+            name: Some("grab".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    sim.clear_request_log();
+    let args = [
+        "destroy",
+        "-f",
+        dir.path().to_str().unwrap(),
+        "--auto-approve",
+    ];
+    let out = run_binary(&args, Some(&sim)).await;
+    let shown = output_text(&out);
+    assert!(shown.contains("ConflictingOwner"), "{shown}");
+    assert_ne!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        (sim.snapshot().api_keys.iter()).any(|k| k.id == victim.id),
+        "tenant a's key is not deleted through the observer: {shown}"
+    );
+    std::fs::remove_file(dir.path().join("spy.yaml")).unwrap();
 
     // destroy deletes what is inside a sub account with that sub account's credential, as
     // every other call for it is made (the boundary the service enforces), not the company key.
