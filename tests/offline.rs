@@ -1292,43 +1292,62 @@ async fn accounts_follow_their_namespace_selector() {
 #[tokio::test]
 async fn an_account_defined_twice_is_refused() {
     let sim = simulator().await;
-    let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("billing.key");
-    std::fs::write(&key_file, KEY).unwrap();
-    let account = |url: &str| {
-        format!(
-            "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {url}\n  transmissionUrl: {url}\n"
+    // A ClusterAccount, and an Account (namespaced: defined twice in one namespace).
+    for (kind, at, reference, name) in [
+        (
+            "ClusterAccount",
+            "{name: billing}",
+            "accountRef: {name: billing}",
+            "billing",
+        ),
+        (
+            "Account",
+            "{name: billing, namespace: team-z}",
+            "accountRef: {kind: Account, name: billing}",
+            "team-z/billing",
+        ),
+    ] {
+        sim.clear_request_log();
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("billing.key");
+        std::fs::write(&key_file, KEY).unwrap();
+        let account = |url: &str| {
+            format!(
+                "apiVersion: mailtarget.co/v1alpha1\nkind: {kind}\nmetadata: {at}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {url}\n  transmissionUrl: {url}\n"
+            )
+        };
+        let teams = dir.path().join("team-a");
+        std::fs::create_dir(&teams).unwrap();
+        std::fs::write(teams.join("a.yaml"), account("http://127.0.0.1:9")).unwrap();
+        let platform = dir.path().join("platform");
+        std::fs::create_dir(&platform).unwrap();
+        let key = format!(
+            "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: invoices, namespace: team-z}}\nspec:\n  secretName: invoices-key\n  {reference}\n"
+        );
+        std::fs::write(platform.join("b.yaml"), account(&sim.base_url()) + &key).unwrap();
+        let account_arg = format!("{name}=@{}", key_file.display());
+        let out = run_binary(
+            &[
+                "plan",
+                "-f",
+                teams.to_str().unwrap(),
+                "-f",
+                platform.to_str().unwrap(),
+                "--account",
+                &account_arg,
+            ],
+            Some(&sim),
         )
-    };
-    let teams = dir.path().join("team-a");
-    std::fs::create_dir(&teams).unwrap();
-    std::fs::write(teams.join("a.yaml"), account("http://127.0.0.1:9")).unwrap();
-    let platform = dir.path().join("platform");
-    std::fs::create_dir(&platform).unwrap();
-    let key = "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: invoices, namespace: team-z}\nspec:\n  secretName: invoices-key\n  accountRef: {name: billing}\n";
-    std::fs::write(platform.join("b.yaml"), account(&sim.base_url()) + key).unwrap();
-    let account_arg = format!("billing=@{}", key_file.display());
-    let out = run_binary(
-        &[
-            "plan",
-            "-f",
-            teams.to_str().unwrap(),
-            "-f",
-            platform.to_str().unwrap(),
-            "--account",
-            &account_arg,
-        ],
-        Some(&sim),
-    )
-    .await;
-    let shown = output_text(&out);
-    assert_eq!(out.status.code(), Some(2), "{shown}");
-    assert!(shown.contains("also defined at"), "{shown}");
-    assert!(
-        shown.contains("a.yaml"),
-        "names the first definition: {shown}"
-    );
-    assert!(sim.request_log().is_empty(), "nothing called");
+        .await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{kind}: {shown}");
+        assert!(shown.contains("also defined at"), "{kind}: {shown}");
+        assert!(
+            shown.contains("a.yaml"),
+            "{kind}: names the first definition: {shown}"
+        );
+        assert!(sim.request_log().is_empty(), "{kind}: nothing called");
+    }
 }
 
 /// A reader of the output that goes away (`… | head -1`) ends the output quietly, as Unix
