@@ -130,27 +130,49 @@ async fn existing_objects_need_an_adoption_policy() {
 /// ApiKey leaves the Secret in place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_users_secret_is_not_taken_over() {
+    a_users_secret_stays::<ApiKey>(&key_yaml("ci", &[]), "ci", "ci-key").await;
+}
+
+/// The same for a SendingDomain's DKIM private key Secret (`spec.dkimPrivateKeySecretName`):
+/// no domain is created, the user's Secret keeps its data and gets no owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_secret_is_not_taken_over_for_a_dkim_key() {
+    let yaml = "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: mail\nspec:\n  domain: mail.example.com\n  dkimPrivateKeySecretName: mail-dkim\n";
+    a_users_secret_stays::<SendingDomain>(yaml, "mail", "mail-dkim").await;
+}
+
+/// Resource `name` of kind `K` (its manifest `yaml`) names Secret `secret`, which the user wrote
+/// first: see [`a_users_secret_is_not_taken_over`].
+async fn a_users_secret_stays<K>(yaml: &str, name: &str, secret: &str)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + crate::harness::HasConditions
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + Send
+        + Sync
+        + 'static,
+{
     let mut rig = Rig::new(Rig::sim_config()).await;
     rig.start_operator(Duration::from_secs(300));
-    let keys: Api<ApiKey> = rig.api();
+    let resources: Api<K> = rig.api();
     let secrets: Api<Secret> = rig.api();
     let mine: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "ci-key"},
+        "metadata": {"name": secret},
         "stringData": {"note": "keep me"},
     }))
     .unwrap();
     secrets.create(&PostParams::default(), &mine).await.unwrap();
 
-    let k = create(&keys, &key_yaml("ci", &[])).await;
-    wait_for(
-        &keys,
-        "ci",
-        "Stalled/SecretConflict",
-        stalled("SecretConflict"),
-    )
+    let r = create(&resources, yaml).await;
+    wait_for(&resources, name, "Stalled/SecretConflict", |r: &K| {
+        stalled_reason(r).as_deref() == Some("SecretConflict")
+    })
     .await;
-    let s = secrets.get("ci-key").await.unwrap();
+    let s = secrets.get(secret).await.unwrap();
     let data = s.data.clone().unwrap_or_default();
     assert_eq!(
         data.keys().collect::<Vec<_>>(),
@@ -160,9 +182,12 @@ async fn a_users_secret_is_not_taken_over() {
     assert!(s.owner_references().is_empty(), "no owner added");
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
 
-    keys.delete("ci", &DeleteParams::default()).await.unwrap();
-    wait_deleted(&keys, "ci", &k.uid().unwrap()).await;
-    let s = secrets.get("ci-key").await.unwrap();
+    resources
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&resources, name, &r.uid().unwrap()).await;
+    let s = secrets.get(secret).await.unwrap();
     assert!(
         s.data.unwrap().contains_key("note"),
         "the user's Secret stays"
