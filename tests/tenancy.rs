@@ -427,6 +427,9 @@ async fn observing_a_sub_account_reaches_nothing_inside_it() {
         );
         create(&domains, &domain).await;
         let key = key_ready(&env, "a-tenant", &format!("{sub}-key"), "False", reason).await;
+        // The SubAccount that manages it is another namespace's: not named.
+        let said = ready_message(&key);
+        assert!(!said.contains("owners"), "{said}");
         assert!(key.status.unwrap().id.is_none(), "{sub}");
         let mail = format!("{sub}-mail");
         ready::<SendingDomain>(&env, "a-tenant", &mail, "False", reason).await;
