@@ -3346,3 +3346,35 @@ async fn a_refused_sub_account_credential_is_named() {
         assert!(!text.contains(&credential.key), "no key value shown");
     }
 }
+
+/// A SubAccount whose sub account has no key of its credential's name (its `spec.apiKey`
+/// renamed after the create, which the interface cannot apply) says so in `plan`, as the
+/// operator's `CredentialMissing` does, before anything is placed inside it: text and JSON.
+#[tokio::test]
+async fn a_missing_credential_is_noted_on_its_sub_account() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("team.yaml");
+    let manifest = |first: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: team}}\nspec:\n  apiKey: {{name: {first}, secretName: first-key}}\n"
+        )
+    };
+    std::fs::write(&file, manifest("first")).unwrap();
+    let file = file.to_str().unwrap();
+    let out = run_binary(&["apply", "-f", file], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let out = run_binary(&["plan", "-f", file], Some(&sim)).await;
+    assert!(!output_text(&out).contains("CredentialMissing"));
+
+    std::fs::write(file, manifest("second")).unwrap();
+    let out = run_binary(&["plan", "-f", file], Some(&sim)).await;
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "a note, no error: {text}");
+    assert!(text.contains("CredentialMissing"), "{text}");
+    assert!(text.contains("no API key named \"second\""), "{text}");
+    let out = run_binary(&["plan", "-f", file, "-o", "json"], Some(&sim)).await;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notes = doc["resources"][0]["notes"].to_string();
+    assert!(notes.contains("CredentialMissing"), "{doc}");
+}
