@@ -264,9 +264,7 @@ pub struct Lack {
     pub message: String,
 }
 
-/// Reason of a SubAccount whose sub account has no usable operator credential, and of the
-/// resources placed inside it (see [`super::placement`]).
-pub const REASON_CREDENTIAL_MISSING: &str = "CredentialMissing";
+pub use crate::engine::placement::REASON_CREDENTIAL_MISSING;
 
 pub use super::converge::REASON_CREDENTIAL_REFUSED;
 

@@ -8,6 +8,10 @@ use crate::engine::{ManagedKind, natural_key};
 /// Reason of a resource that names the operator's credential inside its sub account.
 pub const REASON_CREDENTIAL_RESERVED: &str = "CredentialReserved";
 
+/// Reason of a SubAccount whose sub account has no usable operator credential ([`credential`]
+/// finds none, or several), and of the resources placed inside it.
+pub const REASON_CREDENTIAL_MISSING: &str = "CredentialMissing";
+
 /// Name of the key the operator creates with a sub account as its own credential there, when
 /// the spec names none (product design, "Accounts and tenancy").
 pub const OPERATOR_KEY_NAME: &str = "mailtarget-operator";

@@ -84,6 +84,22 @@ impl PlannedSubAccount {
         })
     }
 
+    /// The note for a SubAccount whose existing sub account has no usable credential, as the
+    /// operator reports it on the SubAccount ([`placement::REASON_CREDENTIAL_MISSING`]) before
+    /// anything is placed inside; `None` when it has one, or its sub account is still to be
+    /// created.
+    pub fn credential_note(&self) -> Option<String> {
+        let problem = self.credential_problem.as_ref()?;
+        let at_create = match self.resource.spec.api_key {
+            Some(_) => " (spec.apiKey is used at create only: changing it later changes no key)",
+            None => "",
+        };
+        Some(format!(
+            "{} (in a cluster, Ready=False): {problem}; nothing can be placed inside it until then{at_create}",
+            placement::REASON_CREDENTIAL_MISSING
+        ))
+    }
+
     /// `SubAccount "namespace/name"`, as messages name it.
     pub fn shown(&self) -> String {
         self.inside.shown.clone()

@@ -366,8 +366,11 @@ pub(crate) async fn build_with(
             .buffered(PARALLEL)
             .try_collect()
             .await?;
-        for (i, e, step, placed) in planned {
-            subs.extend(PlannedSubAccount::of(i, &resources[i], &step, inventory));
+        for (i, mut e, step, placed) in planned {
+            let sub = PlannedSubAccount::of(i, &resources[i], &step, inventory);
+            e.notes
+                .extend(sub.as_ref().and_then(PlannedSubAccount::credential_note));
+            subs.extend(sub);
             (entries[i], steps[i], inside[i]) = (e, step, placed);
         }
     }
