@@ -3378,3 +3378,39 @@ async fn a_missing_credential_is_noted_on_its_sub_account() {
     let notes = doc["resources"][0]["notes"].to_string();
     assert!(notes.contains("CredentialMissing"), "{doc}");
 }
+
+/// An external id naming a sending domain of another name is refused before any call that
+/// writes, by plan, apply and destroy: a domain cannot be renamed, so the annotation names
+/// another object than the resource's. Before, it was a note: apply shared that domain and
+/// wrote its DKIM private key under the resource's Secret name, and destroy deleted it.
+#[tokio::test]
+async fn an_external_id_naming_another_domain_is_refused() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let keep = "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: keep}\nspec: {domain: keep.example.com}\n";
+    let out = run_manifest("apply", dir.path(), "keep.yaml", keep, &sim).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let id = sim.snapshot().sending_domains[0].id;
+    let wrong = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: other\n  annotations: {{mailtarget.co/external-id: \"{id}\"}}\nspec: {{domain: other.example.com, shared: true}}\n"
+    );
+    let file = dir.path().join("wrong.yaml");
+    std::fs::write(&file, wrong).unwrap();
+    let file = file.to_str().unwrap();
+    sim.clear_request_log();
+    for args in [
+        &["plan", "-f", file][..],
+        &["apply", "-f", file],
+        &["destroy", "-f", file, "--auto-approve"],
+    ] {
+        let out = run_binary(args, Some(&sim)).await;
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {text}");
+        assert!(text.contains("cannot be renamed"), "{args:?}: {text}");
+    }
+    assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
+    assert!(
+        (sim.snapshot().sending_domains.iter()).any(|d| d.id == id),
+        "the other domain is not deleted"
+    );
+}
