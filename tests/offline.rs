@@ -913,8 +913,8 @@ async fn a_rename_into_a_taken_name_is_refused_at_plan_time() {
         assert_eq!(out.status.code(), Some(0), "{text}: {shown}");
         assert!(shown.contains(action), "{shown}");
     }
-    // A domain is set at create only: an external id naming another domain's object is a note
-    // (point it at the right id), never a rename.
+    // A domain is set at create only: an external id naming another domain's object is an
+    // error (point it at the right id), never a rename, nor a name taken.
     let domain = |name: &str| mailtarget_operator::api::CreateSendingDomain {
         domain: name.into(),
         ..Default::default()
@@ -933,7 +933,8 @@ async fn a_rename_into_a_taken_name_is_refused_at_plan_time() {
     );
     let out = run_manifest("plan", dir.path(), "domain.yaml", &text, &sim).await;
     let shown = output_text(&out);
-    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("cannot be renamed"), "{shown}");
     assert!(!shown.contains("taken"), "{shown}");
 }
 

@@ -35,16 +35,37 @@ pub enum Lookup<'a, T> {
     Ambiguous(Vec<i64>),
     /// The external-id annotation names an id that does not exist.
     ExternalIdNotFound(i64),
+    /// The external-id annotation names an object of another natural key, which its kind
+    /// cannot change (a sending domain): another object than the resource's (see
+    /// [`Lookup::with_fixed_key`]). Holds its id.
+    OtherObject(i64),
     /// No object of the resource's scope (its sub account, or the account's own objects) matches,
     /// but the natural key, unique at the service, is taken outside it: the object can be
     /// neither adopted nor created there.
     OutsideScope,
 }
 
-impl<T> Lookup<'_, T> {
+impl<'a, T> Lookup<'a, T> {
+    /// For a kind whose natural key the interface cannot change (a sending domain: interface
+    /// document, "Sending domains", no field to rename it): an object found by the external-id
+    /// annotation for which `natural` is false is [`Lookup::OtherObject`], never this
+    /// resource's object to update, export or delete. Other outcomes are kept.
+    pub fn with_fixed_key(self, natural: impl Fn(&T) -> bool) -> Self {
+        match self {
+            Lookup::Found(item, found)
+                if found.matched_by == MatchedBy::ExternalId && !natural(item) =>
+            {
+                Lookup::OtherObject(found.id)
+            }
+            other => other,
+        }
+    }
+
     /// Why this lookup stops the resource, for people: `Some((reason, message))` for an
-    /// ambiguous natural key (`AmbiguousMatch`) or an unknown external id
-    /// (`ExternalObjectNotFound`); `None` when the object was found or may be created.
+    /// ambiguous natural key (`AmbiguousMatch`), an unknown external id
+    /// (`ExternalObjectNotFound`), an external id naming an object of another fixed natural key
+    /// (`InvalidSpec`: the object is not named, it may be nobody's business of this resource);
+    /// `None` when the object was found or may be created.
     /// `noun` names the API object (`API key`), `key` the natural key searched for.
     pub fn blocked(&self, noun: &str, key: &str) -> Option<(&'static str, String)> {
         let annotation = crate::crd::ANNOTATION_EXTERNAL_ID;
@@ -64,6 +85,12 @@ impl<T> Lookup<'_, T> {
                 "ExternalObjectNotFound",
                 format!(
                     "the {annotation} annotation names {noun} {id}, which does not exist where this resource may look"
+                ),
+            )),
+            Lookup::OtherObject(id) => Some((
+                "InvalidSpec",
+                format!(
+                    "the {annotation} annotation names {noun} {id}, which is not \"{key}\" and cannot be renamed to it; remove the annotation, or set it to the id of \"{key}\""
                 ),
             )),
             Lookup::OutsideScope => Some((

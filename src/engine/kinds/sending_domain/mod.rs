@@ -163,6 +163,7 @@ impl ManagedKind for SendingDomain {
             status_id,
             |i| natural_key::same_ignoring_case(&i.domain, &d.domain),
         )
+        .with_fixed_key(|i| natural_key::same_ignoring_case(&i.domain, &d.domain))
     }
 
     /// The only update is sharing; other differences are notes (the interface cannot change
@@ -354,12 +355,6 @@ impl ManagedKind for SendingDomain {
 /// The differences between `d` and `observed` that the interface cannot correct, for people.
 fn immutable_differences(d: &Desired, observed: &Observed) -> Vec<String> {
     let mut notes = Vec::new();
-    if !observed.domain.eq_ignore_ascii_case(&d.domain) {
-        notes.push(format!(
-            "the API object {} is for domain \"{}\", not \"{}\"; remove the external-id annotation or point it at the right id",
-            observed.id, observed.domain, d.domain
-        ));
-    }
     let is_shared = observed.assignment == SHARED_ASSIGNMENT;
     if let Some(want) = &d.assignment
         && !d.shared
