@@ -739,3 +739,49 @@ async fn a_key_of_it_is_not_taken(mut rig: Rig) {
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     rig.stop_operator().await;
 }
+
+/// In a cluster too, an external id naming a sending domain of another name is another object
+/// (a domain cannot be renamed), even under an adoption policy: `Stalled/InvalidSpec`, no
+/// write, no DKIM private key exported; deleting the resource leaves that domain alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_id_naming_another_domain_is_invalid() {
+    let mut rig = Rig::new(Rig::sim_config()).await;
+    let keep = operator_client(&rig.sim)
+        .create_sending_domain(&mailtarget_operator::api::CreateSendingDomain {
+            domain: "keep.example".into(),
+            note: None,
+            assignment: None,
+        })
+        .await
+        .unwrap();
+    rig.sim.clear_request_log();
+    rig.start_operator(Duration::from_secs(300));
+    let domains: Api<SendingDomain> = rig.api();
+    let secrets: Api<Secret> = rig.api();
+    let yaml = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: other\n  annotations: {{mailtarget.co/external-id: \"{}\", mailtarget.co/adoption-policy: Adopt}}\nspec: {{domain: other.example, shared: true, dkimPrivateKeySecretName: other-dkim}}\n",
+        keep.id
+    );
+    let d = create(&domains, &yaml).await;
+    wait_for(
+        &domains,
+        "other",
+        "Stalled/InvalidSpec",
+        |d: &SendingDomain| stalled_reason(d).as_deref() == Some("InvalidSpec"),
+    )
+    .await;
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    assert!(secrets.get_opt("other-dkim").await.unwrap().is_none());
+
+    domains
+        .delete("other", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_deleted(&domains, "other", &d.uid().unwrap()).await;
+    assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
+    assert!(
+        (rig.sim.snapshot().sending_domains.iter()).any(|s| s.id == keep.id),
+        "the other domain stays"
+    );
+    rig.stop_operator().await;
+}
