@@ -228,7 +228,8 @@ pub async fn find_created<K: ManagedKind>(
 /// object already is what the step would make it ([`ManagedKind::already_deleted`], then said
 /// in a note).
 ///
-/// Errors: see [`PlanError`]: several objects match.
+/// Errors: see [`PlanError`]: several objects match, or the external id names an object of
+/// another natural key its kind cannot change ([`Lookup::OtherObject`]).
 pub fn plan_deletion_of<K: ManagedKind>(
     r: &K::Resource,
     desired: K::Desired,

@@ -64,8 +64,8 @@ impl<'a, T> Lookup<'a, T> {
     /// Why this lookup stops the resource, for people: `Some((reason, message))` for an
     /// ambiguous natural key (`AmbiguousMatch`), an unknown external id
     /// (`ExternalObjectNotFound`), an external id naming an object of another fixed natural key
-    /// (`InvalidSpec`: the object is not named, it may be nobody's business of this resource);
-    /// `None` when the object was found or may be created.
+    /// (`InvalidSpec`; the message does not give that object's key, which may be another
+    /// resource's); `None` when the object was found or may be created.
     /// `noun` names the API object (`API key`), `key` the natural key searched for.
     pub fn blocked(&self, noun: &str, key: &str) -> Option<(&'static str, String)> {
         let annotation = crate::crd::ANNOTATION_EXTERNAL_ID;

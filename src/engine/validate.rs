@@ -353,7 +353,7 @@ fn unique_ids(ids: &[i64], field: &str, out: &mut Vec<Problem>) {
 
 /// The rule a label value, and the name part of a label or annotation key, follows
 /// (apimachinery `IsQualifiedName`, `IsValidLabelValue`), as messages state it.
-pub const NAME_RULE: &str =
+const NAME_RULE: &str =
     "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
 
 /// A qualified name, as kube-apiserver checks label and annotation keys (`IsQualifiedName` in

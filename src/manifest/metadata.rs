@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::read::quoted;
+use super::read::{quoted, shown};
 use super::schema_check::Violation;
 use crate::engine::validate::{
     is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name, not_a_key,
@@ -35,7 +35,6 @@ const FIELDS: &[&str] = &[
     "managedFields",
 ];
 
-/// What a label key, an annotation key and a label value may hold, for people.
 /// Every problem of `doc`'s `metadata` (field path and message).
 pub(super) fn problems(doc: &Value) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -103,18 +102,16 @@ pub(super) fn problems(doc: &Value) -> Vec<Violation> {
             }
             let field = format!("metadata.{map}[{}]", printable(key, MAX_VALUE_CHARS));
             match value.as_str() {
-                None => problem(field, format!("{} is not a string: quote it", shown(value))),
+                None => {
+                    let value = shown(&value.to_string());
+                    problem(field, format!("{value} is not a string: quote it"));
+                }
                 Some(v) if is_label && !is_label_value(v) => problem(field, not_a_label_value(v)),
                 Some(_) => {}
             }
         }
     }
     out
-}
-
-/// `value` as it may be embedded in a message: its JSON text, capped.
-fn shown(value: &Value) -> String {
-    printable(&value.to_string(), MAX_VALUE_CHARS)
 }
 
 #[cfg(test)]

@@ -597,7 +597,7 @@ fn is_api_version(value: &str) -> bool {
 }
 
 /// A value from the manifest as it may be embedded in a message: [`printable`], capped.
-fn shown(value: &str) -> String {
+pub(super) fn shown(value: &str) -> String {
     printable(value, MAX_VALUE_CHARS)
 }
 

@@ -169,11 +169,11 @@ pub async fn run(
         // Inside an existing sub account: with its credential, else the company key.
         let placed = plan.inside.get(i).and_then(Option::as_ref);
         let credential = placed.and_then(|inside| inside.credential.clone());
-        let inside = credential.and_then(|key| client.calling_as(key).ok());
+        let as_credential = credential.and_then(|key| client.calling_as(key).ok());
         let ctx = super::apply::Ctx {
-            client: inside.as_ref().unwrap_or(client),
+            client: as_credential.as_ref().unwrap_or(client),
             secrets_dir: None,
-            inside: placed.filter(|_| inside.is_some()),
+            inside: placed.filter(|_| as_credential.is_some()),
         };
         let o = match &plan.steps[i] {
             Step::SubAccount(p) => carry(&ctx, p, e, secrets_dir).await,

@@ -155,15 +155,17 @@ impl ManagedKind for SendingDomain {
         let scope = d
             .sub_account_id
             .unwrap_or(crate::api::COMPANY_SUB_ACCOUNT_ID);
+        let named =
+            |i: &SendingDomainListItem| natural_key::same_ignoring_case(&i.domain, &d.domain);
         lookup::find(
             items,
             |i| i.id,
             |i| i.sub_account_id == scope,
             external_id,
             status_id,
-            |i| natural_key::same_ignoring_case(&i.domain, &d.domain),
+            named,
         )
-        .with_fixed_key(|i| natural_key::same_ignoring_case(&i.domain, &d.domain))
+        .with_fixed_key(named)
     }
 
     /// The only update is sharing; other differences are notes (the interface cannot change
