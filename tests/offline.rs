@@ -663,9 +663,11 @@ async fn settings_out_of_range_are_usage_errors() {
         assert!(shown.contains(option), "{option} {value}: {shown}");
     }
     assert!(sim.request_log().is_empty());
-    let missing = tempfile::tempdir().unwrap().path().join("gone/crds");
+    let base = tempfile::tempdir().unwrap();
+    let missing = base.path().join("gone/crds");
     let out = run_binary(&["crds", "--out-dir", missing.to_str().unwrap()], None).await;
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(!base.path().join("gone").exists(), "no parent created");
 }
 
 /// Writes `text` to a file in `dir` and runs `mailtarget-operator <command> -f FILE` on it.
@@ -2819,6 +2821,8 @@ async fn tenants_apply_inside_their_sub_accounts() {
         (sim.snapshot().api_keys.iter()).any(|k| k.id == victim.id),
         "tenant a's key is not deleted through the observer: {shown}"
     );
+    // Nor anything else: a plan with an error is not carried out (the sub accounts' Deactivate).
+    assert!(wrote_nothing(&sim), "{:?}", sim.request_log());
     std::fs::remove_file(dir.path().join("spy.yaml")).unwrap();
 
     // destroy deletes what is inside a sub account with that sub account's credential, as
@@ -3366,6 +3370,7 @@ async fn a_missing_credential_is_noted_on_its_sub_account() {
     let out = run_binary(&["apply", "-f", file], Some(&sim)).await;
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let out = run_binary(&["plan", "-f", file], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(!output_text(&out).contains("CredentialMissing"));
 
     std::fs::write(file, manifest("second")).unwrap();

@@ -484,7 +484,16 @@ async fn upgrade_from_status_id_only_records_the_identity() {
         assert!(ready_now(&k), "{name}: {:?}", k.status);
         assert_eq!(k.status.unwrap().id, Some(id), "{name}");
     }
-    let d = wait_for(&domains, "inner-domain", "Ready", ready_now).await;
+    let want = domain.to_string();
+    let d = wait_for(
+        &domains,
+        "inner-domain",
+        "Ready with its identity in metadata",
+        move |d: &SendingDomain| {
+            ready_now(d) && d.annotations().get("mailtarget.co/external-id") == Some(&want)
+        },
+    )
+    .await;
     assert_eq!(d.status.unwrap().id, Some(domain));
     assert!(rig.writes().is_empty(), "no write: {:?}", rig.writes());
     rig.stop_operator().await;

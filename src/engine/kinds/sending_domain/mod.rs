@@ -474,5 +474,7 @@ mod tests {
         assert_eq!(lookup("tenant.example.com", Some(7), None), "found 2");
         assert_eq!(lookup("company.example.com", Some(7), None), "outside");
         assert_eq!(lookup("tenant.example.com", Some(7), Some(1)), "no 1");
+        // An id of another domain in scope is another object: a domain cannot be renamed.
+        assert_eq!(lookup("other.example.com", None, Some(1)), "OtherObject(1)");
     }
 }
