@@ -2118,6 +2118,62 @@ async fn secrets_dir_files_are_owned_like_secrets() {
     assert!(kept_file.exists(), "{shown}");
 }
 
+/// `destroy --secrets-dir` removes the files `apply` wrote for a resource under each secret
+/// name it had, not only its present one: a SendingDomain whose `dkimPrivateKeySecretName`
+/// changed, then was removed, loses both directories; a directory written for another resource
+/// stays. The plan names each removal.
+#[tokio::test]
+async fn destroy_removes_the_files_of_earlier_secret_names() {
+    let sim = simulator().await;
+    let manifests = tempfile::tempdir().unwrap();
+    let file = manifests.path().join("domain.yaml");
+    let f = file.to_str().unwrap();
+    let domain = |secret: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: mail\nspec:\n  domain: mail.example.com\n  deletionPolicy: Delete\n{secret}"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for secret in ["first", "second"] {
+        std::fs::write(
+            &file,
+            domain(&format!("  dkimPrivateKeySecretName: {secret}\n")),
+        )
+        .unwrap();
+        let out = run_binary(&["apply", "-f", f, "--secrets-dir", d], Some(&sim)).await;
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    }
+    let first = dir.path().join("default/first");
+    let second = dir.path().join("default/second");
+    assert!(first.join("..owner").exists() && second.join("..owner").exists());
+    // Another resource's directory, beside them.
+    let other = dir.path().join("default/other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("..owner"), "SendingDomain default/news\n").unwrap();
+    std::fs::write(other.join("dkimPrivateKey"), "theirs").unwrap();
+    std::fs::write(&file, domain("")).unwrap();
+
+    let out = run_binary(&["destroy", "-f", f, "--secrets-dir", d], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "not approved: {shown}");
+    for name in ["default/first", "default/second"] {
+        assert!(shown.contains(&format!("removes {d}/{name}")), "{shown}");
+    }
+    assert!(!shown.contains("default/other"), "{shown}");
+
+    let args = ["destroy", "-f", f, "--secrets-dir", d, "--auto-approve"];
+    let out = run_binary(&args, Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(sim.snapshot().sending_domains.is_empty(), "{shown}");
+    assert!(!first.exists() && !second.exists(), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(other.join("dkimPrivateKey")).unwrap(),
+        "theirs"
+    );
+}
+
 /// A `--secrets-dir` the user may not write into (mode 0555) stops `apply` before any call to
 /// the service, exit 2: no key is created whose value could not be stored. Run as an
 /// unprivileged user (through `setpriv` when the tests run as root, whom modes do not stop).
