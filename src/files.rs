@@ -201,6 +201,36 @@ impl SafeDir {
         ))
     }
 
+    /// The names of the directories (not symbolic links, nor names that are not UTF-8) in the
+    /// directory `levels` below this one, sorted; none when it does not exist.
+    ///
+    /// Errors: a level that is a symbolic link or a file, an invalid level name, or an I/O
+    /// failure (messages say "cannot read").
+    pub fn directories(&self, levels: &[&str]) -> Result<Vec<String>, FileError> {
+        let read = || {
+            let Some((fd, path)) = self.descend(levels, false)? else {
+                return Ok(Vec::new());
+            };
+            let entries = rustix::fs::Dir::read_from(&fd).map_err(|e| io(&path, e))?;
+            let mut names = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|e| io(&path, e))?;
+                let Ok(name) = entry.file_name().to_str() else {
+                    continue;
+                };
+                if matches!(name, "." | "..") {
+                    continue;
+                }
+                if is_directory(&fd, name) {
+                    names.push(name.to_string());
+                }
+            }
+            names.sort();
+            Ok(names)
+        };
+        read().map_err(|e: FileError| e.doing("read"))
+    }
+
     /// Removes the entries `names` (files or symbolic links, never followed; a directory of
     /// that name stays) of the directory `levels` below this one, then that directory and each
     /// of its parents below this one left empty. A missing directory or entry is no error.
@@ -220,10 +250,7 @@ impl SafeDir {
         let mut removed = Vec::new();
         for name in names {
             check_level(&path, name)?;
-            let is_dir = rustix::fs::statat(&fd, *name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
-                rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
-            });
-            if is_dir {
+            if is_directory(&fd, name) {
                 continue;
             }
             match rustix::fs::unlinkat(&fd, *name, AtFlags::empty()) {
@@ -273,6 +300,13 @@ impl SafeDir {
         };
         Ok(Some((fd, path)))
     }
+}
+
+/// True when `name` in `at` is a directory itself, not a symbolic link to one.
+fn is_directory(at: &OwnedFd, name: &str) -> bool {
+    rustix::fs::statat(at, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| {
+        rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Directory
+    })
 }
 
 /// Why a level below a [`SafeDir`] is refused.
@@ -332,9 +366,7 @@ fn write_replacing(
     content: &[u8],
     mode: u32,
 ) -> Result<(), FileError> {
-    if let Ok(stat) = rustix::fs::statat(at, name, AtFlags::SYMLINK_NOFOLLOW)
-        && rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory
-    {
+    if is_directory(at, name) {
         return Err(io(path, "it is a directory"));
     }
     let temp = format!(".{name}.tmp-{:016x}", rand::random::<u64>());
@@ -469,6 +501,24 @@ mod tests {
         );
         let err = safe.remove(&["a", "c"], &["../target"]).unwrap_err();
         assert!(err.to_string().starts_with("cannot remove"), "{err}");
+    }
+
+    /// The directories listed are those below the level, sorted: no file, no symbolic link to
+    /// a directory; a missing level lists none, a link standing for a level is refused.
+    #[test]
+    fn lists_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        assert_eq!(safe.directories(&["a"]), Ok(Vec::new()));
+        for d in ["a/z", "a/b", "elsewhere"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        std::fs::write(dir.path().join("a/f"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), dir.path().join("a/l")).unwrap();
+        assert_eq!(safe.directories(&["a"]).unwrap(), ["b", "z"]);
+        std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("la")).unwrap();
+        let err = safe.directories(&["la"]).unwrap_err();
+        assert!(err.to_string().starts_with("cannot read"), "{err}");
     }
 
     /// `..` and separators never leave the directory.

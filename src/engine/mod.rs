@@ -176,6 +176,9 @@ pub trait ManagedKind: 'static {
     const KIND: &'static str;
     /// What the API object is called in messages, e.g. `sending domain`.
     const NOUN: &'static str;
+    /// The key under which every Secret of the kind holds the value it exports (`apiKey`,
+    /// `dkimPrivateKey`); [`SecretRef::key`] is always this.
+    const SECRET_KEY: &'static str;
     /// False when the service lets several objects share the natural key (API key names; sub
     /// account names and domains are refused as duplicates): a create may then meet a twin made
     /// at the same moment by another client, which the cluster-less `apply` looks for after

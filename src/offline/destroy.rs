@@ -199,7 +199,7 @@ async fn carry<K: ManagedKind>(
 ) -> Outcome {
     let mut o = apply_one(ctx, plan, e, false).await.0;
     if let Some(dir) = secrets_dir {
-        super::secret_files::remove(dir, &mut o, &K::secret_refs(&plan.desired));
+        super::secret_files::remove(dir, &mut o, K::SECRET_KEY);
     }
     o
 }

@@ -9,7 +9,8 @@
 //! into no directory holding files without the resource's marker: another resource's is
 //! refused, the user's own is taken over only under the annotation
 //! `mailtarget.co/adoption-policy`. `destroy` removes only the marker and the key files of the
-//! directories marked for the resource, and a directory once empty.
+//! directories marked for the resource (under any secret name it had: the marker, not the
+//! spec, says whose a directory is), and a directory once empty.
 //! Both are checked when the plan is made, before any call to the service; files written by
 //! 0.1.0, which wrote no marker, count as the user's.
 
@@ -18,7 +19,6 @@ use secrecy::{ExposeSecret, SecretString};
 use super::apply::Outcome;
 use super::plan::{Entry, OfflinePlan, Step};
 use crate::crd::ANNOTATION_ADOPTION_POLICY;
-use crate::engine::SecretRef;
 use crate::files::{Claim, SafeDir};
 
 /// The marker file's name. Kubernetes refuses Secret keys that start with `..`
@@ -102,8 +102,23 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
     }
 }
 
+/// The directories of `DIR/<namespace>` written for `e`'s resource, under whatever secret
+/// name it had when `apply` wrote them (its spec may name another since, or none).
+///
+/// Errors: `DIR/<namespace>` or a directory in it cannot be read (a symbolic link, I/O).
+fn own_directories(dir: &SafeDir, e: &Entry) -> Result<Vec<String>, crate::files::FileError> {
+    let mut own = Vec::new();
+    for name in dir.directories(&[&e.namespace])? {
+        if dir.claim(&[&e.namespace, &name], MARKER)? == Claim::Marked(owner(e)) {
+            own.push(name);
+        }
+    }
+    Ok(own)
+}
+
 /// Notes, on each resource `destroy` acts on (one with a step: not paused, not `ObserveOnly`,
-/// no error), what becomes of its Secret directories: removed when written for it, else left.
+/// no error), what becomes of its Secret directories: each written for it is removed, under
+/// any secret name it had; one its spec names that was not written for it is left.
 /// Returns how many it removes, which `destroy` must have approved as it must a deletion.
 pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
     let mut removals = 0;
@@ -113,11 +128,7 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
     for ((e, _), r) in rows.filter(|((e, s), _)| carried_out(e, s)) {
         for (_, secret) in r.secret_names() {
             let note = match place(dir, e, secret) {
-                (_, Place::Free) => continue,
-                (shown, Place::Own) => {
-                    removals += 1;
-                    format!("removes {shown}, written for it by apply --secrets-dir")
-                }
+                (_, Place::Free | Place::Own) => continue,
                 (shown, Place::Users) => {
                     format!("leaves {shown}: not written for it by apply --secrets-dir")
                 }
@@ -126,31 +137,48 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
             };
             e.notes.push(note);
         }
+        match own_directories(dir, e) {
+            Ok(own) => {
+                let shown = |name| format!("{}/{}/{name}", dir.path().display(), e.namespace);
+                removals += own.len();
+                e.notes.extend(own.iter().map(|name| {
+                    format!(
+                        "removes {}, written for it by apply --secrets-dir",
+                        shown(name)
+                    )
+                }));
+            }
+            Err(why) => e
+                .notes
+                .push(format!("leaves the files written for it: {why}")),
+        }
     }
     removals
 }
 
-/// After `destroy` carried out `o`'s resource (`refs`: the Secret keys its spec fills), removes
-/// from each directory written for it the marker and those keys' files, and the directory once
-/// empty; any other file stays. A failure fails `o`, naming the path.
-pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, refs: &[SecretRef]) {
+/// After `destroy` carried out `o`'s resource, removes from each directory written for it
+/// (under any secret name it had) the marker and the file of `key` (the kind's
+/// [`crate::engine::ManagedKind::SECRET_KEY`]), and the directory once empty; any other file
+/// stays. A failure fails `o`, naming the path.
+pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, key: &str) {
     if matches!(o.result, "failed" | "skipped") {
         return;
     }
-    for r in refs {
-        let secret = r.secret_name.as_str();
-        if !matches!(place(dir, &o.entry, secret).1, Place::Own) {
-            continue;
+    let removed = own_directories(dir, &o.entry).and_then(|own| {
+        let mut paths = Vec::new();
+        for secret in own {
+            paths.extend(dir.remove(&[&o.entry.namespace, &secret], &[key, MARKER])?);
         }
-        match dir.remove(&[&o.entry.namespace, secret], &[r.key, MARKER]) {
-            // The marker is ours alone: the value files are what the user sees go.
-            Ok(paths) => o
-                .removed_files
-                .extend(paths.into_iter().filter(|p| !p.ends_with(MARKER))),
-            Err(e) => {
-                o.result = "failed";
-                o.entry.error = Some(e.to_string());
-            }
+        Ok(paths)
+    });
+    match removed {
+        // The marker is ours alone: the value files are what the user sees go.
+        Ok(paths) => o
+            .removed_files
+            .extend(paths.into_iter().filter(|p| !p.ends_with(MARKER))),
+        Err(e) => {
+            o.result = "failed";
+            o.entry.error = Some(e.to_string());
         }
     }
 }

@@ -123,6 +123,7 @@ impl ManagedKind for ApiKey {
     type Request = Call;
     const KIND: &'static str = "ApiKey";
     const NOUN: &'static str = "API key";
+    const SECRET_KEY: &'static str = SECRET_KEY;
     /// Key names are not unique at the service (the interface document, section "API keys").
     const NATURAL_KEY_UNIQUE: bool = false;
     const API_KEY: bool = true;
@@ -251,7 +252,7 @@ impl ManagedKind for ApiKey {
     fn secret_refs(d: &Desired) -> Vec<SecretRef> {
         vec![SecretRef {
             secret_name: d.secret_name.clone(),
-            key: SECRET_KEY,
+            key: Self::SECRET_KEY,
         }]
     }
 

@@ -115,6 +115,7 @@ impl ManagedKind for SubAccount {
     type Request = Call;
     const KIND: &'static str = "SubAccount";
     const NOUN: &'static str = "sub account";
+    const SECRET_KEY: &'static str = SECRET_KEY;
     /// `PUT /sub-account/{id}` takes a new name (the interface document, "Sub accounts").
     const NATURAL_KEY_UPDATABLE: bool = true;
 
@@ -228,7 +229,7 @@ impl ManagedKind for SubAccount {
             .iter()
             .map(|k| SecretRef {
                 secret_name: k.secret_name.clone(),
-                key: SECRET_KEY,
+                key: Self::SECRET_KEY,
             })
             .collect()
     }

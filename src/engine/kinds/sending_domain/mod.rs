@@ -118,6 +118,7 @@ impl ManagedKind for SendingDomain {
     type Request = Call;
     const KIND: &'static str = "SendingDomain";
     const NOUN: &'static str = "sending domain";
+    const SECRET_KEY: &'static str = DKIM_SECRET_KEY;
 
     fn desired(r: &SendingDomain) -> Result<Desired, Vec<Problem>> {
         let problems = validate::sending_domain(r);
@@ -248,7 +249,7 @@ impl ManagedKind for SendingDomain {
             .iter()
             .map(|name| SecretRef {
                 secret_name: name.clone(),
-                key: DKIM_SECRET_KEY,
+                key: Self::SECRET_KEY,
             })
             .collect()
     }
