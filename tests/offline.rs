@@ -2175,7 +2175,9 @@ async fn destroy_removes_the_files_of_earlier_secret_names() {
 }
 
 /// A `--secrets-dir` the user may not write into (mode 0555) stops `apply` before any call to
-/// the service, exit 2: no key is created whose value could not be stored. Run as an
+/// the service, exit 2: no key is created whose value could not be stored. A directory below
+/// it that the user may not write into fails the resources that would write there, before any
+/// call too (exit 1). Run as an
 /// unprivileged user (through `setpriv` when the tests run as root, whom modes do not stop).
 #[tokio::test]
 async fn an_unwritable_secrets_dir_stops_apply_before_any_write() {
@@ -2196,34 +2198,40 @@ async fn an_unwritable_secrets_dir_stops_apply_before_any_write() {
     open(&manifest, 0o644);
     let secrets = dir.path().join("secrets");
     std::fs::create_dir(&secrets).unwrap();
-    open(&secrets, 0o555);
-    let args = [
-        "apply",
-        "-f",
-        manifest.to_str().unwrap(),
-        "--secrets-dir",
-        secrets.to_str().unwrap(),
-    ];
-    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
-    let mut cmd = if root {
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(&binary);
-        cmd
-    } else {
-        Command::new(&binary)
+    let apply = async || {
+        let args = [
+            "apply",
+            "-f",
+            manifest.to_str().unwrap(),
+            "--secrets-dir",
+            secrets.to_str().unwrap(),
+        ];
+        let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+        let mut cmd = if root {
+            let mut cmd = Command::new("setpriv");
+            cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&binary);
+            cmd
+        } else {
+            Command::new(&binary)
+        };
+        cmd.args(args)
+            .env("MAILTARGET_API_KEY", KEY)
+            .env("MAILTARGET_API_URL", sim.base_url())
+            .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .expect("finished within 60 s")
+            .expect(
+                "setpriv (util-linux) runs the binary as another user when the tests run as root",
+            );
+        (out.status.code(), output_text(&out))
     };
-    cmd.args(args)
-        .env("MAILTARGET_API_KEY", KEY)
-        .env("MAILTARGET_API_URL", sim.base_url())
-        .env("MAILTARGET_TRANSMISSION_URL", sim.transmission_url())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("finished within 60 s")
-        .expect("setpriv (util-linux) runs the binary as another user when the tests run as root");
-    let shown = output_text(&out);
-    assert_eq!(out.status.code(), Some(2), "{shown}");
+
+    open(&secrets, 0o555);
+    let (code, shown) = apply().await;
+    assert_eq!(code, Some(2), "{shown}");
     assert!(
         shown.contains("--secrets-dir") && shown.contains("not writable"),
         "{shown}"
@@ -2231,6 +2239,23 @@ async fn an_unwritable_secrets_dir_stops_apply_before_any_write() {
     assert!(
         wrote_nothing(&sim),
         "no key created whose value could not be stored"
+    );
+
+    // The directory is writable, the namespace's below it is not: the resource fails before
+    // any call, naming that directory.
+    open(&secrets, 0o777);
+    let namespace = secrets.join("default");
+    std::fs::create_dir(&namespace).unwrap();
+    open(&namespace, 0o555);
+    let (code, shown) = apply().await;
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.contains(&format!("{}: not writable", namespace.display())),
+        "{shown}"
+    );
+    assert!(
+        wrote_nothing(&sim),
+        "no key created whose value could not be stored: {shown}"
     );
 }
 
