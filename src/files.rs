@@ -115,6 +115,34 @@ impl SafeDir {
     }
 }
 
+impl SafeDir {
+    /// Checks, without writing, that [`SafeDir::write`] could write `levels` (the last level is
+    /// the file name) as far as this process can tell beforehand: the deepest level that exists
+    /// is a directory it may write into (`faccessat(W_OK | X_OK)`), and the file, when it
+    /// exists, is not a directory.
+    ///
+    /// Errors: as [`SafeDir::write`]'s for the levels, and `not writable` naming the directory.
+    pub fn check_writable(&self, levels: &[&str]) -> Result<(), FileError> {
+        let (file, dirs) = levels
+            .split_last()
+            .ok_or_else(|| io(&self.path, "no file name"))?;
+        for depth in (0..=dirs.len()).rev() {
+            let Some((fd, path)) = self.descend(&dirs[..depth], false)? else {
+                continue;
+            };
+            let access = rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK;
+            rustix::fs::accessat(&fd, ".", access, AtFlags::empty())
+                .map_err(|e| io(&path, format!("not writable: {e}")))?;
+            check_level(&path, file)?;
+            if depth == dirs.len() && is_directory(&fd, file) {
+                return Err(io(&path.join(file), "it is a directory"));
+            }
+            return Ok(());
+        }
+        unreachable!("this directory itself exists")
+    }
+}
+
 /// What [`SafeDir::write`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
@@ -519,6 +547,25 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("la")).unwrap();
         let err = safe.directories(&["la"]).unwrap_err();
         assert!(err.to_string().starts_with("cannot read"), "{err}");
+    }
+
+    /// A file that could be written checks out, missing levels included; a directory in the
+    /// file's place, or a link standing for a level, does not; nothing is created.
+    #[test]
+    fn checks_writability_without_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let safe = SafeDir::open(dir.path()).unwrap();
+        assert_eq!(safe.check_writable(&["a", "b", "f"]), Ok(()));
+        assert!(!dir.path().join("a").exists(), "nothing created");
+        std::fs::create_dir_all(dir.path().join("a/b/f")).unwrap();
+        let err = safe.check_writable(&["a", "b", "f"]).unwrap_err();
+        assert!(
+            err.to_string().ends_with("a/b/f: it is a directory"),
+            "{err}"
+        );
+        assert_eq!(safe.check_writable(&["a", "b", "g"]), Ok(()));
+        std::os::unix::fs::symlink(dir.path().join("a"), dir.path().join("l")).unwrap();
+        assert!(safe.check_writable(&["l", "b", "g"]).is_err());
     }
 
     /// `..` and separators never leave the directory.

@@ -18,8 +18,10 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::apply::Outcome;
 use super::plan::{Entry, OfflinePlan, Step};
-use crate::crd::ANNOTATION_ADOPTION_POLICY;
+use crate::crd::{ANNOTATION_ADOPTION_POLICY, ApiKey, SendingDomain, SubAccount};
+use crate::engine::ManagedKind;
 use crate::files::{Claim, SafeDir};
+use crate::manifest::Resource;
 
 /// The marker file's name. Kubernetes refuses Secret keys that start with `..`
 /// (`IsConfigMapKey` in k8s.io/apimachinery; the kubelet keeps such names for itself in Secret
@@ -68,7 +70,9 @@ fn place(dir: &SafeDir, e: &Entry, secret: &str) -> (String, Place) {
 /// would write is free or its own: a directory of another resource, or holding files the user
 /// put there while no adoption policy is annotated, makes the resource an error
 /// (`SecretConflict`: nothing is written at all); the user's files taken over under the
-/// annotation get a note.
+/// annotation get a note. A key file this process could not write (a directory on its path
+/// it may not write into, a directory in its place) is an error too, naming the path: no
+/// object is created whose value could not be stored.
 pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
     let rows = (plan.entries.iter_mut())
         .zip(plan.steps.iter_mut())
@@ -77,9 +81,20 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
         let adopts = e.takes_over_files;
         let users = "holds files not written for this resource by apply --secrets-dir";
         for (_, secret) in r.secret_names() {
+            let writable = || dir.check_writable(&[&e.namespace, secret, secret_key(r)]);
             let problem = match place(dir, e, secret) {
-                (_, Place::Free | Place::Own) => continue,
+                (_, Place::Free | Place::Own) => match writable() {
+                    Ok(()) => continue,
+                    Err(why) => {
+                        fail(e, step, why.to_string());
+                        break;
+                    }
+                },
                 (shown, Place::Users) if adopts => {
+                    if let Err(why) = writable() {
+                        fail(e, step, why.to_string());
+                        break;
+                    }
                     e.notes.push(format!(
                         "{shown} {users}: {ANNOTATION_ADOPTION_POLICY} takes them over"
                     ));
@@ -93,12 +108,26 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
                 ),
                 (_, Place::Unusable(why)) => why,
             };
-            e.error = Some(format!("SecretConflict: {problem}"));
-            e.action = "error";
-            e.steps.clear();
-            *step = Step::Invalid;
+            fail(e, step, format!("SecretConflict: {problem}"));
             break;
         }
+    }
+}
+
+/// Makes `e`'s resource (`step`: its step) an error, `error`, that nothing is carried out for.
+fn fail(e: &mut Entry, step: &mut Step, error: String) {
+    e.error = Some(error);
+    e.action = "error";
+    e.steps.clear();
+    *step = Step::Invalid;
+}
+
+/// The key of every Secret of `r`'s kind: [`ManagedKind::SECRET_KEY`].
+fn secret_key(r: &Resource) -> &'static str {
+    match r {
+        Resource::ApiKey(_) => ApiKey::SECRET_KEY,
+        Resource::SubAccount(_) => SubAccount::SECRET_KEY,
+        Resource::SendingDomain(_) => SendingDomain::SECRET_KEY,
     }
 }
 
