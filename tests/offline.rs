@@ -756,6 +756,52 @@ async fn apply_honours_observe_only_and_paused() {
     let shown = output_text(&out);
     assert!(shown.contains("observe (id 1, matched by name)"), "{shown}");
     assert!(!shown.contains("adopted"), "{shown}");
+
+    // apply reports what it observed: the domain's DNS records and verification, as the
+    // operator puts them in status; it exports the DKIM private key only under the adoption
+    // annotation, and writes nothing to the service either way.
+    let secrets = tempfile::tempdir().unwrap();
+    let s = secrets.path().to_str().unwrap();
+    let dkim = secrets.path().join("default/observed-dkim/dkimPrivateKey");
+    let observed = |annotations: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata:\n  name: observed\n{annotations}spec:\n  domain: observed.example.com\n  managementPolicy: ObserveOnly\n  dkimPrivateKeySecretName: observed-dkim\n"
+        )
+    };
+    let path = dir.path().join("observed.yaml");
+    let f = path.to_str().unwrap();
+    std::fs::write(&path, observed("")).unwrap();
+    sim.clear_request_log();
+    let out = run_binary(&["apply", "-f", f, "--secrets-dir", s], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("DNS records to publish (all verified: no)"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("Apply: 0 created, 0 updated, 0 unchanged, 1 observed."),
+        "{shown}"
+    );
+    assert!(!dkim.exists(), "no policy, no key exported: {shown}");
+    let args = ["apply", "-o", "json", "-f", f];
+    let out = run_binary(&args, Some(&sim)).await;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = &doc["resources"][0];
+    assert_eq!(entry["result"], "observe", "{doc}");
+    assert_eq!(entry["verified"], false, "{doc}");
+    assert_eq!(
+        entry["dnsRecords"].as_array().map(Vec::len),
+        Some(3),
+        "{doc}"
+    );
+    let annotated = "  annotations:\n    mailtarget.co/adoption-policy: Adopt\n";
+    std::fs::write(&path, observed(annotated)).unwrap();
+    let out = run_binary(&["apply", "-f", f, "--secrets-dir", s], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(dkim.exists(), "exported under the policy: {shown}");
+    assert!(wrote_nothing(&sim), "writes: {:?}", sim.request_log());
 }
 
 /// Two resources claiming one API object (by external id written two ways, by name in
