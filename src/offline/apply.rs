@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use futures::{StreamExt, stream};
 use serde::Serialize;
 
+use super::guards::OBSERVE;
 use super::inside::Inside;
 use super::plan::{Entry, OfflinePlan, Step, Summary};
 use super::twins;
@@ -151,7 +152,7 @@ pub async fn run(
         .zip(&plan.steps)
         .map(|((o, e), step)| {
             o.unwrap_or_else(|| match step {
-                // Paused or ObserveOnly: the plan's word is the result.
+                // Paused, or ObserveOnly with nothing to observe: the plan's word is the result.
                 Step::Skip => outcome(e, e.action),
                 _ => outcome(e, "skipped"),
             })
@@ -212,7 +213,10 @@ pub(crate) async fn apply_one<K: ManagedKind>(
     entry: &Entry,
     report: bool,
 ) -> (Outcome, Option<K::Detail>) {
-    let exports = ctx.secrets_dir.is_some() && !K::secret_refs(&plan.desired).is_empty();
+    // Observing is not owning: values are exported only under the adoption annotation.
+    let may_export = entry.action != OBSERVE || entry.takes_over_files;
+    let exports =
+        may_export && ctx.secrets_dir.is_some() && !K::secret_refs(&plan.desired).is_empty();
     let want_detail = report && (K::HAS_RECORDS || exports);
     let executed = driver::execute::<K>(ctx.client, plan, None, want_detail).await;
     let mut o = match (&executed.error, ctx.inside) {
@@ -234,7 +238,7 @@ pub(crate) async fn apply_one<K: ManagedKind>(
         }
         match K::exports(&plan.desired, detail) {
             Ok(exports) => {
-                if let Some(dir) = ctx.secrets_dir {
+                if let Some(dir) = ctx.secrets_dir.filter(|_| may_export) {
                     for export in &exports {
                         let (secret, key, value) = (&export.secret_name, export.key, &export.value);
                         super::secret_files::write(dir, &mut o, secret, key, value);
@@ -279,8 +283,9 @@ async fn apply_placed<K: ManagedKind>(
     }
 }
 
-/// The result word of an entry whose steps all ran: `created`, `updated`, `unchanged`, and for
-/// `destroy` `deleted`, `deactivated`, `kept` or `absent`.
+/// The result word of an entry whose steps all ran: `created`, `updated`, `unchanged`,
+/// `observe` (an `ObserveOnly` resource, which has none), and for `destroy` `deleted`,
+/// `deactivated`, `kept` or `absent`.
 fn past_tense(action: &str) -> &'static str {
     match action {
         "create" => "created",
@@ -289,6 +294,7 @@ fn past_tense(action: &str) -> &'static str {
         "deactivate" => "deactivated",
         "keep" => "kept",
         "absent" => "absent",
+        OBSERVE => OBSERVE,
         _ => "unchanged",
     }
 }

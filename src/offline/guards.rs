@@ -54,7 +54,7 @@ pub(crate) fn apply(
             *step = Step::Skip;
         } else if !r.management_policy().may_write() {
             observe(e);
-            *step = Step::Skip;
+            step.observe_only();
         } else if e.action == "create"
             && AdoptionPolicy::annotated(r.meta()) == Some(AdoptionPolicy::Adopt)
         {
@@ -100,7 +100,8 @@ fn nothing_inside_skipped_sub_accounts(
         let Some(Inside { sub, id: None, .. }) = placed else {
             continue;
         };
-        if !matches!(steps[*sub], Step::Skip) || matches!(steps[i], Step::Skip) {
+        let left_alone = matches!(steps[i], Step::Skip) || entries[i].action == OBSERVE;
+        if !matches!(steps[*sub], Step::Skip) || left_alone {
             continue;
         }
         entries[i].error = Some(format!(

@@ -133,8 +133,31 @@ pub(crate) enum Step {
     ApiKey(ResourcePlan<ApiKey>),
     SendingDomain(ResourcePlan<SendingDomain>),
     Invalid,
-    /// Paused or `ObserveOnly`: nothing to execute (see [`super::guards`]).
+    /// Paused, or `ObserveOnly` with no object to observe: nothing to execute (see
+    /// [`super::guards`]).
     Skip,
+}
+
+impl Step {
+    /// Makes this the plan of an `ObserveOnly` resource: no step, so no call that writes. The
+    /// plan stays when an object matched, for `apply` to read it and report what it observed
+    /// (a domain's DNS records and verification) and, under the adoption annotation, export
+    /// its values, as the operator does; with no object it is [`Step::Skip`].
+    pub(crate) fn observe_only(&mut self) {
+        fn observed<K: ManagedKind>(p: &mut ResourcePlan<K>) -> bool {
+            p.planned.steps.clear();
+            p.planned.found.is_some()
+        }
+        let found = match self {
+            Step::SubAccount(p) => observed(p),
+            Step::ApiKey(p) => observed(p),
+            Step::SendingDomain(p) => observed(p),
+            Step::Invalid | Step::Skip => return,
+        };
+        if !found {
+            *self = Step::Skip;
+        }
+    }
 }
 
 /// A whole plan: entries in manifest order plus the typed steps.

@@ -17,6 +17,7 @@
 use secrecy::{ExposeSecret, SecretString};
 
 use super::apply::Outcome;
+use super::guards::OBSERVE;
 use super::plan::{Entry, OfflinePlan, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, ApiKey, SendingDomain, SubAccount};
 use crate::engine::ManagedKind;
@@ -33,10 +34,12 @@ fn owner(e: &Entry) -> String {
     format!("{} {}/{}", e.kind, e.namespace, e.name)
 }
 
-/// True when `apply` or `destroy` carries out `e`'s resource (`s`: its step): no error, and
-/// neither paused nor `ObserveOnly`, which are left alone with their files.
-fn carried_out(e: &Entry, s: &Step) -> bool {
-    e.error.is_none() && !matches!(s, Step::Invalid | Step::Skip)
+/// True when `apply` or `destroy` carries out `e`'s resource (`s`: its step) with its files: no
+/// error, not paused, and not `ObserveOnly` (left alone with its files) unless `observed`
+/// counts (`apply` exports an observed resource's values under the adoption annotation).
+fn carried_out(e: &Entry, s: &Step, observed: bool) -> bool {
+    let observes = e.action == OBSERVE;
+    e.error.is_none() && !matches!(s, Step::Invalid | Step::Skip) && (!observes || observed)
 }
 
 /// Whose the directory of Secret `secret` of `e`'s resource is.
@@ -77,7 +80,7 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
     let rows = (plan.entries.iter_mut())
         .zip(plan.steps.iter_mut())
         .zip(&plan.resources);
-    for ((e, step), r) in rows.filter(|((e, s), _)| carried_out(e, s)) {
+    for ((e, step), r) in rows.filter(|((e, s), _)| carried_out(e, s, e.takes_over_files)) {
         let adopts = e.takes_over_files;
         let users = "holds files not written for this resource by apply --secrets-dir";
         for (_, secret) in r.secret_names() {
@@ -154,7 +157,7 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
     let rows = (plan.entries.iter_mut())
         .zip(&plan.steps)
         .zip(&plan.resources);
-    for ((e, _), r) in rows.filter(|((e, s), _)| carried_out(e, s)) {
+    for ((e, _), r) in rows.filter(|((e, s), _)| carried_out(e, s, false)) {
         for (_, secret) in r.secret_names() {
             let note = match place(dir, e, secret) {
                 (_, Place::Free | Place::Own) => continue,
@@ -190,7 +193,7 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
 /// [`crate::engine::ManagedKind::SECRET_KEY`]), and the directory once empty; any other file
 /// stays. A failure fails `o`, naming the path.
 pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, key: &str) {
-    if matches!(o.result, "failed" | "skipped") {
+    if matches!(o.result, "failed" | "skipped" | OBSERVE) {
         return;
     }
     let removed = own_directories(dir, &o.entry).and_then(|own| {
