@@ -2164,6 +2164,48 @@ async fn secrets_dir_files_are_owned_like_secrets() {
     assert!(kept_file.exists(), "{shown}");
 }
 
+/// `apply` without `--secrets-dir` says, for each resource it creates whose spec names a
+/// Secret, that the value is not written (and that a later `apply --secrets-dir` writes it);
+/// with `--secrets-dir`, or once the object exists, it says nothing of it.
+#[tokio::test]
+async fn apply_says_which_values_it_does_not_write() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: ci}\nspec: {secretName: ci-key}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: mail}\nspec: {domain: mail.example.com, dkimPrivateKeySecretName: mail-dkim}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: plain}\nspec: {domain: plain.example.com}\n";
+    let out = run_manifest("apply", dir.path(), "m.yaml", text, &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    for secret in [
+        "spec.secretName \"ci-key\"",
+        "spec.dkimPrivateKeySecretName \"mail-dkim\"",
+    ] {
+        assert!(
+            shown.contains(&format!("{secret}: not written, no --secrets-dir")),
+            "{shown}"
+        );
+    }
+    assert_eq!(shown.matches("no --secrets-dir").count(), 2, "{shown}");
+    let out = run_manifest("apply", dir.path(), "m.yaml", text, &sim).await;
+    let shown = output_text(&out);
+    assert!(
+        !shown.contains("--secrets-dir"),
+        "existing objects: {shown}"
+    );
+
+    let sim = simulator().await;
+    let secrets = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.yaml");
+    let args = ["apply", "-f", path.to_str().unwrap(), "--secrets-dir"];
+    let out = run_binary(
+        &[&args[..], &[secrets.path().to_str().unwrap()]].concat(),
+        Some(&sim),
+    )
+    .await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(!shown.contains("no --secrets-dir"), "{shown}");
+}
+
 /// `destroy --secrets-dir` removes the files `apply` wrote for a resource under each secret
 /// name it had, not only its present one: a SendingDomain whose `dkimPrivateKeySecretName`
 /// changed, then was removed, loses both directories; a directory written for another resource
