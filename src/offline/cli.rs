@@ -202,9 +202,10 @@ pub async fn run_apply(args: ApplyArgs) -> Result<i32, CliError> {
     // anything is created whose secret would be lost.
     let secrets_dir = open_secrets_dir(args.secrets_dir.as_deref())?;
     let mut planned = args.plan.plan_accounts(&loaded, false).await?;
-    if let Some(dir) = &secrets_dir {
-        for (_, plan) in &mut planned {
-            super::secret_files::check_apply(plan, dir);
+    for (_, plan) in &mut planned {
+        match &secrets_dir {
+            Some(dir) => super::secret_files::check_apply(plan, dir),
+            None => super::secret_files::note_unwritten(plan),
         }
     }
     let dir = secrets_dir.as_ref();

@@ -134,6 +134,29 @@ fn secret_key(r: &Resource) -> &'static str {
     }
 }
 
+/// Notes, without `--secrets-dir`, on each resource `apply` creates whose spec names a Secret,
+/// that its value is not written anywhere; the object holds it, and a later `apply
+/// --secrets-dir` exports it (keys and DKIM private keys can be read again). An object that
+/// exists already gets no note: nothing new is missed.
+pub(crate) fn note_unwritten(plan: &mut OfflinePlan) {
+    let rows = (plan.entries.iter_mut())
+        .zip(&plan.steps)
+        .zip(&plan.resources);
+    for ((e, _), r) in rows.filter(|((e, s), _)| carried_out(e, s, false)) {
+        if e.action != "create" {
+            continue;
+        }
+        for (field, secret) in r.secret_names() {
+            e.notes.push(format!(
+                "{field} {}: not written, no --secrets-dir (apply --secrets-dir DIR writes it to DIR/{}/{secret}/{}, also later)",
+                crate::text::quoted(secret),
+                e.namespace,
+                secret_key(r)
+            ));
+        }
+    }
+}
+
 /// The directories of `DIR/<namespace>` written for `e`'s resource, under whatever secret
 /// name it had when `apply` wrote them (its spec may name another since, or none).
 ///
