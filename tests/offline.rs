@@ -1132,6 +1132,29 @@ async fn run_binary_with_stdin(args: &[&str], sim: &Simulator, stdin: &str) -> O
         .unwrap()
 }
 
+/// A domain whose records are not verified yet keeps its conditional `verify-txt` call in the
+/// plan, but `plan --detailed-exitcode` does not count it as a change: it asks the service to
+/// check the DNS and changes nothing of the object (exit 0), so drift detection stays quiet
+/// while the records wait to be published.
+#[tokio::test]
+async fn a_pending_verification_is_no_change() {
+    let mut config = SimulatorConfig::new(KEY);
+    config.verify_after_calls = 100;
+    let sim = Simulator::start(config).await.expect("simulator starts");
+    let text = "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: mail}\nspec: {domain: mail.example.com}\n";
+    let out = run_binary_with_stdin(&["apply", "-f", "-"], &sim, text).await;
+    let shown = output_text(&out);
+    assert!(shown.contains("all verified: no"), "{shown}");
+    let args = ["plan", "-f", "-", "--detailed-exitcode"];
+    let out = run_binary_with_stdin(&args, &sim, text).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("unchanged") && shown.contains("verify-txt"),
+        "{shown}"
+    );
+}
+
 /// `-f -` reads manifests from standard input; `plan --detailed-exitcode` exits 2 while changes
 /// are pending and 0 once applied; invalid input exits 2.
 #[tokio::test]

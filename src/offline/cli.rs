@@ -143,8 +143,10 @@ pub struct PlanCommand {
     /// What to plan.
     #[command(flatten)]
     pub plan: PlanArgs,
-    /// Exit 2 when the plan has changes, 0 when it has none, 1 on errors (Terraform's
-    /// `-detailed-exitcode`), so CI can tell drift from success.
+    /// Exit 2 when the plan has changes (a create or an update), 0 when it has none, 1 on
+    /// errors (Terraform's `-detailed-exitcode`), so CI can tell drift from success. A pending
+    /// `verify-txt` of an unchanged domain asks the service to check the DNS and changes
+    /// nothing: it is no change.
     #[arg(long)]
     pub detailed_exitcode: bool,
 }
