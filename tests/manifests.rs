@@ -92,6 +92,7 @@ fn repeated_definitions_point_to_the_first() {
         2,
         "{errors}"
     );
+    assert_eq!(errors.matches("(ConflictingOwner)").count(), 2, "{errors}");
 }
 
 /// Object and Secret names are DNS-1123 subdomains as kube-apiserver checks them
