@@ -696,7 +696,7 @@ fn check_cross_document(
                 source: Some(loaded.source.clone()),
                 object: Some(id.clone()),
                 field: Some(field.into()),
-                message: format!("\"{natural_key}\" is also claimed by {first_id} at {first}; two resources cannot manage the same API object"),
+                message: format!("\"{natural_key}\" is also claimed by {first_id} at {first}; two resources cannot manage the same API object (ConflictingOwner)"),
             });
         } else {
             natural.insert(claim, (&loaded.source, id.clone()));
