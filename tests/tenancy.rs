@@ -465,6 +465,50 @@ async fn observing_a_sub_account_reaches_nothing_inside_it() {
     env.stop().await;
 }
 
+/// A SubAccount its account refuses outright (its namespace left the account's
+/// `namespaceSelector` after it created its sub account) holds no claim on the sub account it
+/// recorded: the operator's namespace, which may adopt through the account, observes that sub
+/// account and places a key inside it. Were the refused SubAccount a rival, the key would be
+/// `ConflictingOwner`, and a namespace the account no longer serves would still block others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_sub_account_holds_no_claim_on_what_it_recorded() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let env = env().await;
+    namespace(&env, "owners", &[("tenant", "served")]).await;
+    let selector = "  namespaceSelector: {matchExpressions: [{key: tenant, operator: NotIn, values: [refused]}]}\n";
+    let extra = format!("  scope: Company\n{selector}");
+    cluster_account(&env, &env.sim, "default", common::KEY, &extra).await;
+    let owners: Api<SubAccount> = Api::namespaced(env.kube.clone(), "owners");
+    let owned = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: owned, namespace: owners}\nspec: {}\n";
+    create(&owners, owned).await;
+    let made = ready::<SubAccount>(&env, "owners", "owned", "True", "Available").await;
+    let id = made.status.unwrap().id.unwrap();
+
+    let namespaces: Api<Namespace> = Api::all(env.kube.clone());
+    let relabel = serde_json::json!({"metadata": {"labels": {"tenant": "refused"}}});
+    namespaces
+        .patch("owners", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .unwrap();
+    let refused = ready::<SubAccount>(&env, "owners", "owned", "False", "AccountNotAllowed").await;
+    assert_eq!(refused.status.unwrap().id, Some(id), "its record stays");
+
+    let platform: Api<SubAccount> = env.api();
+    let watch = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: watch}\nspec: {name: owned, managementPolicy: ObserveOnly}\n";
+    create(&platform, watch).await;
+    ready::<SubAccount>(&env, "default", "watch", "True", "Observed").await;
+    api_key(
+        &env,
+        "default",
+        "inside",
+        "  subAccountRef: {name: watch}\n",
+    )
+    .await;
+    let key = key_ready(&env, "default", "inside", "True", "Available").await;
+    assert_eq!(key.status.unwrap().sub_account_id, Some(id));
+    env.stop().await;
+}
+
 /// `spec.accountRef` cannot change once set, nor be set on a resource made without it (unless
 /// to the default it already has): the API server refuses the update.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
