@@ -82,7 +82,10 @@ fn account_manifests_are_validated_then_skipped() {
     // The default's addresses are the flags', whatever its manifest says; another account's
     // are its manifest's: the note says which.
     let note = set.skipped[0].2;
-    assert!(note.contains("--api-url") && !note.contains("this manifest's"), "{note}");
+    assert!(
+        note.contains("--api-url") && !note.contains("this manifest's"),
+        "{note}"
+    );
     let other = good.replace("name: default", "name: billing");
     let set = load_str("accounts.yaml", &other).unwrap();
     assert_eq!(set.skipped[0].2, ACCOUNT_KIND);

@@ -38,7 +38,12 @@ pub const NOT_OURS: &str = "not a mailtarget.co kind";
 /// Why a ClusterAccount or Account is skipped (after validation): `plan` and `apply` call the
 /// service with the keys they are given, never with an account's Secret; its addresses serve
 /// `--account`.
-pub const ACCOUNT_KIND: &str = "plan and apply never read an account's Secret: they use the key --api-key (ClusterAccount default) or --account NAME=@FILE gives, at this manifest's addresses";
+pub const ACCOUNT_KIND: &str = "plan and apply never read an account's Secret: they use the key --account NAME=@FILE gives, at this manifest's addresses";
+
+/// Why ClusterAccount `default` is skipped: its key is `--api-key`, and its addresses are the
+/// flags' too (the chart's ClusterAccount `default` among the files names the public service;
+/// it does not move `--api-key`, nor a `--simulate` run, elsewhere).
+pub const DEFAULT_ACCOUNT_KIND: &str = "plan and apply never read an account's Secret: ClusterAccount default uses the key --api-key gives, at the addresses of --api-url and --transmission-url, whatever its manifest says";
 
 /// Reads every file and directory in `paths` (directories recursively, their `.yaml`, `.yml`
 /// and `.json` files in path order) and validates every document.
@@ -546,7 +551,11 @@ fn read_document(
     }
     if account {
         let described = format!("{}/{} {}", shown(api_version), shown(kind), quoted(name));
-        set.skipped.push((source, described, ACCOUNT_KIND));
+        let why = match (kind, name) {
+            ("ClusterAccount", crate::crd::account::DEFAULT_ACCOUNT) => DEFAULT_ACCOUNT_KIND,
+            _ => ACCOUNT_KIND,
+        };
+        set.skipped.push((source, described, why));
         return;
     }
     let resource = match kind {
