@@ -1422,6 +1422,41 @@ async fn an_account_defined_twice_is_refused() {
     }
 }
 
+/// Two accounts reaching one service with one key are one company: resources through each
+/// could claim one object (a key of one name, a sub account) without either seeing the other's
+/// claim. `plan` and `apply` refuse such a run before any call (exit 2), naming both accounts.
+#[tokio::test]
+async fn two_accounts_with_one_key_are_refused() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("dup.key");
+    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
+    let url = sim.base_url();
+    let text = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: Account\nmetadata: {{name: dup, namespace: team-b}}\nspec:\n  credentials: {{secretRef: {{name: dup-key}}}}\n  apiUrl: {url}\n  transmissionUrl: {url}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: one, namespace: team-a}}\nspec: {{name: shared, secretName: one}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: two, namespace: team-b}}\nspec: {{name: shared, secretName: two, accountRef: {{kind: Account, name: dup}}}}\n"
+    );
+    let file = dir.path().join("dup.yaml");
+    std::fs::write(&file, text).unwrap();
+    let account = format!("team-b/dup=@{}", key_file.display());
+    for command in ["plan", "apply"] {
+        sim.clear_request_log();
+        let args = [command, "-f", file.to_str().unwrap(), "--account", &account];
+        let out = run_binary(&args, Some(&sim)).await;
+        let shown = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{command}: {shown}");
+        assert!(
+            shown.contains("\"default\"") && shown.contains("\"team-b/dup\""),
+            "{command}: {shown}"
+        );
+        assert!(sim.request_log().is_empty(), "{command}: nothing called");
+    }
+    // Another key of the same service is another account as far as the CLI can tell.
+    std::fs::write(&key_file, "another-key").unwrap();
+    let args = ["plan", "-f", file.to_str().unwrap(), "--account", &account];
+    let out = run_binary(&args, Some(&sim)).await;
+    assert_ne!(out.status.code(), Some(2), "{}", output_text(&out));
+}
+
 /// A reader of the output that goes away (`… | head -1`) ends the output quietly, as Unix
 /// filters end: no panic, and the exit code is the command's own. The output of each command
 /// here is larger than a pipe holds, so a write fails after the reader is gone.
