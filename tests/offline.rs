@@ -20,6 +20,19 @@ async fn simulator() -> Simulator {
         .expect("simulator starts")
 }
 
+/// The value of a second company key of `sim` (a new key, `second-company`): an account holding
+/// it reaches the same company as [`KEY`] through another key, which the CLI cannot tell apart
+/// from another company.
+async fn second_company_key(sim: &Simulator) -> String {
+    use secrecy::ExposeSecret;
+    let request = CreateApiKey {
+        name: Some("second-company".into()),
+        ..Default::default()
+    };
+    let created = client(sim).create_api_key(&request).await.unwrap();
+    created.key.expose_secret().to_string()
+}
+
 fn client(sim: &Simulator) -> Client {
     let config = ClientConfig::new(
         sim.base_url().parse().unwrap(),
@@ -1620,7 +1633,7 @@ async fn a_resource_its_account_refuses_claims_nothing() {
     let sim = simulator().await;
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("billing.key");
-    std::fs::write(&key_file, KEY).unwrap();
+    std::fs::write(&key_file, second_company_key(&sim).await).unwrap();
     let account = format!("billing=@{}", key_file.display());
     let file = dir.path().join("accounts.yaml");
     let path = file.to_str().unwrap();
@@ -2722,8 +2735,8 @@ async fn a_twin_created_by_a_concurrent_apply_fails_the_run() {
     assert!(wrote_nothing(&sim), "a later run writes nothing");
 }
 
-/// Two accounts of one run (`--account`) that reach one company make twins too: each plans its
-/// key alone. The message says so, and claims no stored value when no `--secrets-dir` was given.
+/// Two accounts of one run (`--account`) that reach one company through two of its keys (one
+/// key for both is refused up front) make twins too: each plans its key alone. The message says so, and claims no stored value when no `--secrets-dir` was given.
 #[tokio::test]
 async fn a_twin_made_through_two_accounts_of_one_company_is_named_so() {
     let sim = simulator().await;
@@ -2731,7 +2744,7 @@ async fn a_twin_made_through_two_accounts_of_one_company_is_named_so() {
     let file = dir.path().join("twins.yaml");
     std::fs::write(&file, two_keys_named_app(&sim)).unwrap();
     let key_file = dir.path().join("billing.key");
-    std::fs::write(&key_file, KEY).unwrap();
+    std::fs::write(&key_file, second_company_key(&sim).await).unwrap();
     let account = format!("billing=@{}", key_file.display());
     let args = ["apply", "-f", file.to_str().unwrap(), "--account", &account];
     let out = run_binary(&args, Some(&sim)).await;

@@ -140,6 +140,39 @@ pub fn groups(set: &ManifestSet, api: &ApiArgs, keys: &[ReadKey]) -> Vec<Group> 
         .collect()
 }
 
+/// Checks that no two of `groups` reach one service (`--api-url`) with one key: they would be
+/// one company through two accounts, and resources through each could claim one object (a
+/// key of one name, a sub account) without either plan seeing the other's claim. A group whose
+/// key cannot be had is left to fail when it connects.
+///
+/// Errors: for people, the two accounts and what to do.
+pub fn one_per_company(groups: &[Group]) -> Result<(), String> {
+    use secrecy::ExposeSecret;
+    let reached: Vec<(&str, String, secrecy::SecretString)> = (groups.iter())
+        .filter_map(|g| {
+            let config = g.api.service_config().ok()?;
+            Some((
+                g.account.as_str(),
+                config.api_url.to_string(),
+                config.api_key,
+            ))
+        })
+        .collect();
+    for (i, (first, url, key)) in reached.iter().enumerate() {
+        let same = |(_, u, k): &&(&str, String, secrecy::SecretString)| {
+            u == url && k.expose_secret() == key.expose_secret()
+        };
+        if let Some((second, _, _)) = reached[i + 1..].iter().find(same) {
+            return Err(format!(
+                "accounts {} and {} reach {url} with the same key: one company through two accounts, whose resources could claim one object unseen; give each company one account",
+                crate::text::quoted(first),
+                crate::text::quoted(second)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The flags reaching `account`: its key from `keys` (else the default's key), its addresses
 /// from its manifest in `set` (else the flags').
 fn flags_of(account: &str, set: &ManifestSet, api: &ApiArgs, keys: &[ReadKey]) -> ApiArgs {

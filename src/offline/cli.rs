@@ -89,7 +89,11 @@ impl PlanArgs {
     ) -> Result<Vec<(Target, plan::OfflinePlan)>, CliError> {
         let mut planned: Vec<(Target, plan::OfflinePlan)> = Vec::new();
         let selectors = &set.namespace_selectors;
-        for group in accounts::groups(set, &self.api, keys) {
+        let groups = accounts::groups(set, &self.api, keys);
+        if !self.simulate {
+            accounts::one_per_company(&groups).map_err(CliError::Config)?;
+        }
+        for group in groups {
             let named = |e: CliError| match group.label() {
                 Some(account) => CliError::InAccount {
                     account,
