@@ -167,8 +167,14 @@ mod tests {
             key(4, "app", 7),
         ];
         assert_eq!(credential("ops", 7, &keys).unwrap().id, 3);
-        let missing = credential("ops", 9, &keys).unwrap_err();
+        // What to do depends on what is left: another key to name, or none at all, which the
+        // company key cannot make (its creates are company keys).
+        let missing = credential("gone", 7, &keys).unwrap_err();
         assert!(missing.contains("spec.credentialKeyName"), "{missing}");
+        assert!(missing.contains("\"app\""), "names the keys left: {missing}");
+        let none_left = credential("ops", 9, &keys).unwrap_err();
+        assert!(none_left.contains("no key left"), "{none_left}");
+        assert!(none_left.contains("company key cannot"), "{none_left}");
         let twice = [key(3, "ops", 7), key(5, "ops", 7)];
         let ambiguous = credential("ops", 7, &twice).unwrap_err();
         assert!(ambiguous.contains("ids 3, 5"), "{ambiguous}");
