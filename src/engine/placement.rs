@@ -52,10 +52,15 @@ pub fn credential_key_name(r: &SubAccount) -> String {
     }
 }
 
+/// How many names of the keys left in a sub account a missing credential's message lists.
+const MISSING_NAMES_SHOWN: usize = 5;
+
 /// The key called `name` among the keys of sub account `id` in `keys` (a list of the company's
 /// keys, which carries their values): the operator's credential there.
 ///
-/// Errors: for people, when no key or several keys of that name exist in the sub account.
+/// Errors: for people, when no key or several keys of that name exist in the sub account;
+/// with none, what to do given the keys left there (their names, at most
+/// [`MISSING_NAMES_SHOWN`]; never their values).
 pub fn credential<'a>(
     name: &str,
     id: i64,
@@ -67,9 +72,24 @@ pub fn credential<'a>(
         .collect();
     match found.as_slice() {
         [one] => Ok(one),
-        [] => Err(format!(
-            "sub account {id} has no API key named \"{name}\", the operator's credential for the objects inside it; create a key of that name in the sub account, or set spec.credentialKeyName to the name of one of its keys"
-        )),
+        [] => {
+            let left: Vec<String> = (keys.iter())
+                .filter(|k| k.sub_account_id == id)
+                .take(MISSING_NAMES_SHOWN)
+                .map(|k| crate::text::quoted(&k.name))
+                .collect();
+            let what = if left.is_empty() {
+                "it has no key left, and the company key cannot make one there (a key it creates is a company key): create a key in the sub account at the service, then name it in spec.credentialKeyName".to_string()
+            } else {
+                format!(
+                    "set spec.credentialKeyName to the name of one of its keys ({}), or create a key named \"{name}\" in the sub account with one of them (a key the company key creates is a company key)",
+                    left.join(", ")
+                )
+            };
+            Err(format!(
+                "sub account {id} has no API key named \"{name}\", the operator's credential for the objects inside it; {what}"
+            ))
+        }
         many => Err(format!(
             "sub account {id} has {} API keys named \"{name}\" (ids {}); the operator's credential must be unique: rename or delete the extra ones, or set spec.credentialKeyName to another key's name",
             many.len(),
@@ -171,7 +191,10 @@ mod tests {
         // company key cannot make (its creates are company keys).
         let missing = credential("gone", 7, &keys).unwrap_err();
         assert!(missing.contains("spec.credentialKeyName"), "{missing}");
-        assert!(missing.contains("\"app\""), "names the keys left: {missing}");
+        assert!(
+            missing.contains("\"app\""),
+            "names the keys left: {missing}"
+        );
         let none_left = credential("ops", 9, &keys).unwrap_err();
         assert!(none_left.contains("no key left"), "{none_left}");
         assert!(none_left.contains("company key cannot"), "{none_left}");
