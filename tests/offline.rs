@@ -3355,6 +3355,19 @@ async fn the_key_a_new_sub_account_is_created_with_is_not_created_twice() {
         doc["summary"],
         serde_json::json!({"create": 0, "update": 0, "unchanged": 2, "paused": 0, "observe": 0, "error": 0})
     );
+
+    // destroy deletes it under its deletion policy, and says that the SubAccount, kept
+    // (deactivated), loses its credential with it.
+    let out = run_binary(&["destroy", "-f", file, "-o", "json"], Some(&sim)).await;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let key = key_entry(&doc);
+    assert_eq!(key["action"], "delete", "{doc}");
+    let notes = key["notes"].to_string();
+    assert!(
+        notes.contains("the operator's credential inside the sub account of SubAccount \\\"default/tenant\\\""),
+        "{key}"
+    );
+    assert!(notes.contains("CredentialMissing"), "{key}");
 }
 
 /// An external-id on the key a new sub account is created with (its credential, which the
