@@ -3364,7 +3364,9 @@ async fn the_key_a_new_sub_account_is_created_with_is_not_created_twice() {
     assert_eq!(key["action"], "delete", "{doc}");
     let notes = key["notes"].to_string();
     assert!(
-        notes.contains("the operator's credential inside the sub account of SubAccount \\\"default/tenant\\\""),
+        notes.contains(
+            "the operator's credential inside the sub account of SubAccount \\\"default/tenant\\\""
+        ),
         "{key}"
     );
     assert!(notes.contains("CredentialMissing"), "{key}");

@@ -91,6 +91,7 @@ fn deletion_inside<K: ManagedKind>(
     // deletes it then.
     let placed = placed_in::<K>(r, (own, K::natural_key(&d)), subs, false);
     let placed = placed.map_err(PlanError::Blocked)?;
+    let sub = placed.as_ref().map(|(sub, _)| *sub);
     let (id, placed) = match placed {
         Some((sub, _)) => match sub.inside.id {
             Some(id) => (Some(id), Some(sub.inside.clone())),
@@ -108,7 +109,19 @@ fn deletion_inside<K: ManagedKind>(
     if let Some(id) = id {
         K::in_sub_account(&mut d, id);
     }
-    Ok((driver::plan_deletion_of::<K>(r, d, inventory)?, placed))
+    let mut plan = driver::plan_deletion_of::<K>(r, d, inventory)?;
+    let deleted = plan
+        .planned
+        .found
+        .filter(|_| !plan.planned.steps.is_empty());
+    if let Some(sub) = sub.filter(|sub| deleted.is_some_and(|f| sub.is_credential(f.id))) {
+        plan.planned.notes.push(format!(
+            "it is the operator's credential inside the sub account of {}, and the sub account stays (none is ever deleted): once the key is deleted, nothing inside it can be managed ({})",
+            sub.shown(),
+            crate::engine::placement::REASON_CREDENTIAL_MISSING
+        ));
+    }
+    Ok((plan, placed))
 }
 
 /// Plans the deletion of `r` ([`deletion_inside`]) and fills `e` from it: `delete`,

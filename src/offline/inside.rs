@@ -100,6 +100,11 @@ impl PlannedSubAccount {
         ))
     }
 
+    /// True when the API key `id` is the operator's credential inside this sub account.
+    pub fn is_credential(&self, id: i64) -> bool {
+        self.credential_id == Some(id)
+    }
+
     /// `SubAccount "namespace/name"`, as messages name it.
     pub fn shown(&self) -> String {
         self.inside.shown.clone()
