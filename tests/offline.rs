@@ -1470,6 +1470,41 @@ async fn two_accounts_with_one_key_are_refused() {
     assert_ne!(out.status.code(), Some(2), "{}", output_text(&out));
 }
 
+/// A SubAccount that other namespaces place objects inside (`spec.allowedNamespaces`) and that
+/// the CLI matches by name only gets a note to pin it by external id: whoever holds a key of a
+/// sub account may rename it at the service, and a sub account renamed to this name would be
+/// taken for it. Once pinned, or without `allowedNamespaces`, there is no note.
+#[tokio::test]
+async fn a_sub_account_hosting_other_namespaces_is_to_be_pinned() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let sub = |annotations: &str, allowed: &str| {
+        format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata:\n  name: tenant\n  namespace: platform\n{annotations}spec:\n  name: tenant\n{allowed}"
+        )
+    };
+    let allowed = "  allowedNamespaces: {matchLabels: {kubernetes.io/metadata.name: team-a}}\n";
+    let out = run_manifest("apply", dir.path(), "s.yaml", &sub("", allowed), &sim).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let id = sim.snapshot().sub_accounts[0].id;
+    let pin = format!("mailtarget.co/external-id: \"{id}\"");
+
+    let out = run_manifest("plan", dir.path(), "s.yaml", &sub("", allowed), &sim).await;
+    let shown = output_text(&out);
+    assert!(shown.contains(&pin) && shown.contains("rename"), "{shown}");
+    let pinned = format!("  annotations:\n    {pin}\n");
+    let out = run_manifest("plan", dir.path(), "s.yaml", &sub(&pinned, allowed), &sim).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(!shown.contains("rename"), "pinned: {shown}");
+    let out = run_manifest("plan", dir.path(), "s.yaml", &sub("", ""), &sim).await;
+    let shown = output_text(&out);
+    assert!(
+        !shown.contains("rename"),
+        "hosts no other namespace: {shown}"
+    );
+}
+
 /// A reader of the output that goes away (`… | head -1`) ends the output quietly, as Unix
 /// filters end: no panic, and the exit code is the command's own. The output of each command
 /// here is larger than a pipe holds, so a write fails after the reader is gone.
