@@ -5,7 +5,8 @@
 
 use super::guards::reference_allowed;
 use super::plan::Step;
-use crate::crd::SubAccount;
+use crate::crd::{ANNOTATION_EXTERNAL_ID, SubAccount};
+use crate::engine::lookup::MatchedBy;
 use crate::engine::inventory::Inventory;
 use crate::engine::{ManagedKind, ManagedResource, placement};
 use crate::manifest::{Loaded, Resource};
@@ -103,6 +104,26 @@ impl PlannedSubAccount {
     /// True when the API key `id` is the operator's credential inside this sub account.
     pub fn is_credential(&self, id: i64) -> bool {
         self.credential_id == Some(id)
+    }
+
+    /// The note for a SubAccount that other namespaces place objects inside
+    /// (`spec.allowedNamespaces`) and that matched its sub account by name only: whoever holds
+    /// a key of a sub account may rename it at the service, so a sub account renamed to this
+    /// name would be taken for it, and the other namespaces' objects placed inside one that is
+    /// not the platform's. Pinning the id (the external-id annotation) makes a rename drift
+    /// that `apply` corrects instead. `None` otherwise.
+    pub fn pin_note(&self, step: &Step) -> Option<String> {
+        let Step::SubAccount(p) = step else {
+            return None;
+        };
+        let found = p.planned.found?;
+        let hosts_others = self.resource.spec.allowed_namespaces.is_some();
+        (hosts_others && found.matched_by == MatchedBy::NaturalKey).then(|| {
+            format!(
+                "matched by name only, and other namespaces place objects inside it: whoever holds a key of a sub account may rename it at the service, and a sub account renamed to this name would be taken for this one; pin it with the annotation {ANNOTATION_EXTERNAL_ID}: \"{}\"",
+                found.id
+            )
+        })
     }
 
     /// `SubAccount "namespace/name"`, as messages name it.

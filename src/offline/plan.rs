@@ -393,6 +393,7 @@ pub(crate) async fn build_with(
             let sub = PlannedSubAccount::of(i, &resources[i], &step, inventory);
             e.notes
                 .extend(sub.as_ref().and_then(PlannedSubAccount::credential_note));
+            e.notes.extend(sub.as_ref().and_then(|s| s.pin_note(&step)));
             subs.extend(sub);
             (entries[i], steps[i], inside[i]) = (e, step, placed);
         }
