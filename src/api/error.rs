@@ -68,7 +68,7 @@ pub enum ApiError {
         message: String,
     },
     /// Too many requests (429); `retry_after` comes from the `Retry-After` header.
-    #[error("{endpoint}: rate limited (status 429, retry after {retry_after:?})")]
+    #[error("{endpoint}: rate limited (status 429{})", retry_after_text(*.retry_after))]
     RateLimited {
         /// Method and path template.
         endpoint: &'static str,
@@ -398,9 +398,36 @@ fn truncate(text: &str) -> String {
     }
 }
 
+/// `, retry after 2s` for a `Retry-After` the service sent (whole seconds, as the header gives
+/// them; milliseconds when shorter), nothing without one.
+fn retry_after_text(retry_after: Option<Duration>) -> String {
+    match retry_after {
+        Some(d) if d.subsec_millis() == 0 => format!(", retry after {}s", d.as_secs()),
+        Some(d) => format!(", retry after {}ms", d.as_millis()),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 429 says how long the service asked to wait in seconds (or milliseconds), and
+    /// nothing when it did not say.
+    #[test]
+    fn rate_limited_reads_as_text() {
+        let limited = |retry_after| ApiError::RateLimited {
+            endpoint: "GET /api-key",
+            retry_after,
+        };
+        let shown = |d| limited(d).to_string();
+        assert_eq!(
+            shown(Some(Duration::from_secs(2))),
+            "GET /api-key: rate limited (status 429, retry after 2s)"
+        );
+        assert!(shown(Some(Duration::from_millis(1500))).ends_with("retry after 1500ms)"));
+        assert_eq!(shown(None), "GET /api-key: rate limited (status 429)");
+    }
 
     const EP: &str = "GET /api-key/{id}";
 

@@ -179,11 +179,9 @@ pub async fn run_plan(command: PlanCommand) -> Result<i32, CliError> {
     let plan = merged(&planned);
     shutdown(planned).await;
     let summary = plan.summary();
-    let failed = (plan.has_errors()).then(|| {
-        format!(
-            "{} resources cannot be planned: see their error",
-            summary.error
-        )
+    let failed = (plan.has_errors()).then(|| match summary.error {
+        1 => "1 resource cannot be planned: see its error".to_string(),
+        n => format!("{n} resources cannot be planned: see their error"),
     });
     stdout(&match args.output {
         OutputFormat::Text => render::plan_text(&plan, false),

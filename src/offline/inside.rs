@@ -6,8 +6,8 @@
 use super::guards::reference_allowed;
 use super::plan::Step;
 use crate::crd::{ANNOTATION_EXTERNAL_ID, SubAccount};
-use crate::engine::lookup::MatchedBy;
 use crate::engine::inventory::Inventory;
+use crate::engine::lookup::MatchedBy;
 use crate::engine::{ManagedKind, ManagedResource, placement};
 use crate::manifest::{Loaded, Resource};
 

@@ -198,7 +198,7 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
                 removals += own.len();
                 e.notes.extend(own.iter().map(|name| {
                     format!(
-                        "removes {}, written for it by apply --secrets-dir",
+                        "removes the files apply --secrets-dir wrote for it in {}",
                         shown(name)
                     )
                 }));
