@@ -448,21 +448,24 @@ async fn observing_a_sub_account_reaches_nothing_inside_it() {
 
     // The operator's namespace may adopt through the account: its SubAccount observing the
     // sub account no resource manages hosts a new key.
-    let platform: Api<SubAccount> = env.api();
-    let watch = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: watch}\nspec: {name: loose, managementPolicy: ObserveOnly, credentialKeyName: loose-first}\n";
-    create(&platform, watch).await;
-    ready::<SubAccount>(&env, "default", "watch", "True", "Observed").await;
-    api_key(
-        &env,
-        "default",
-        "inside",
-        "  subAccountRef: {name: watch}\n",
-    )
-    .await;
-    let made = key_ready(&env, "default", "inside", "True", "Available").await;
-    let inside = made.status.unwrap().sub_account_id;
+    let inside = key_inside_observed(&env, "loose", "  credentialKeyName: loose-first\n").await;
     assert!(inside.is_some_and(|id| id != 0), "inside the sub account");
     env.stop().await;
+}
+
+/// Creates, in the operator's namespace, SubAccount `watch` observing sub account `name` (with
+/// the spec lines `extra`) and ApiKey `inside` placed inside it; waits until the key is
+/// Ready/Available and returns the sub account it is in (`status.subAccountId`).
+async fn key_inside_observed(env: &Env, name: &str, extra: &str) -> Option<i64> {
+    let platform: Api<SubAccount> = env.api();
+    let watch = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: watch}}\nspec:\n  name: {name}\n  managementPolicy: ObserveOnly\n{extra}"
+    );
+    create(&platform, &watch).await;
+    ready::<SubAccount>(env, "default", "watch", "True", "Observed").await;
+    api_key(env, "default", "inside", "  subAccountRef: {name: watch}\n").await;
+    let made = key_ready(env, "default", "inside", "True", "Available").await;
+    made.status.unwrap().sub_account_id
 }
 
 /// A SubAccount its account refuses outright (its namespace left the account's
@@ -493,19 +496,7 @@ async fn a_refused_sub_account_holds_no_claim_on_what_it_recorded() {
     let refused = ready::<SubAccount>(&env, "owners", "owned", "False", "AccountNotAllowed").await;
     assert_eq!(refused.status.unwrap().id, Some(id), "its record stays");
 
-    let platform: Api<SubAccount> = env.api();
-    let watch = "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: watch}\nspec: {name: owned, managementPolicy: ObserveOnly}\n";
-    create(&platform, watch).await;
-    ready::<SubAccount>(&env, "default", "watch", "True", "Observed").await;
-    api_key(
-        &env,
-        "default",
-        "inside",
-        "  subAccountRef: {name: watch}\n",
-    )
-    .await;
-    let key = key_ready(&env, "default", "inside", "True", "Available").await;
-    assert_eq!(key.status.unwrap().sub_account_id, Some(id));
+    assert_eq!(key_inside_observed(&env, "owned", "").await, Some(id));
     env.stop().await;
 }
 
