@@ -2341,11 +2341,22 @@ async fn destroy_removes_the_files_of_earlier_secret_names() {
     let first = dir.path().join("default/first");
     let second = dir.path().join("default/second");
     assert!(first.join("..owner").exists() && second.join("..owner").exists());
-    // Another resource's directory, beside them.
+    // Beside them: another resource's directory (of another kind, same name), a copy of the
+    // first directory under another name (a user's backup, its marker copied too), a file the
+    // user put beside a key, and a directory whose marker is a directory (it cannot be read).
     let other = dir.path().join("default/other");
     std::fs::create_dir_all(&other).unwrap();
-    std::fs::write(other.join("..owner"), "SendingDomain default/news\n").unwrap();
+    std::fs::write(other.join("..owner"), "ApiKey default/mail\n").unwrap();
     std::fs::write(other.join("dkimPrivateKey"), "theirs").unwrap();
+    let backup = dir.path().join("default/first-backup");
+    std::fs::create_dir_all(&backup).unwrap();
+    for name in ["..owner", "dkimPrivateKey"] {
+        std::fs::copy(first.join(name), backup.join(name)).unwrap();
+    }
+    std::fs::write(second.join("notes"), "the user's").unwrap();
+    let odd = dir.path().join("default/odd");
+    std::fs::create_dir_all(odd.join("..owner")).unwrap();
+    std::fs::write(odd.join("f"), "x").unwrap();
     std::fs::write(&file, domain("")).unwrap();
 
     let out = run_binary(&["destroy", "-f", f, "--secrets-dir", d], Some(&sim)).await;
@@ -2355,14 +2366,24 @@ async fn destroy_removes_the_files_of_earlier_secret_names() {
         let removal = format!("removes the files apply --secrets-dir wrote for it in {d}/{name}");
         assert!(shown.contains(&removal), "{shown}");
     }
-    assert!(!shown.contains("default/other"), "{shown}");
+    for name in ["default/other", "default/first-backup", "default/odd"] {
+        assert!(!shown.contains(&format!("{d}/{name}")), "{shown}");
+    }
 
     let args = ["destroy", "-f", f, "--secrets-dir", d, "--auto-approve"];
     let out = run_binary(&args, Some(&sim)).await;
     let shown = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{shown}");
     assert!(sim.snapshot().sending_domains.is_empty(), "{shown}");
-    assert!(!first.exists() && !second.exists(), "{shown}");
+    assert!(!first.exists(), "{shown}");
+    let left: Vec<_> = std::fs::read_dir(&second)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, ["notes"], "only the user's file stays: {shown}");
+    for kept in [other.join("dkimPrivateKey"), backup.join("dkimPrivateKey")] {
+        assert!(kept.exists(), "{}: {shown}", kept.display());
+    }
     assert_eq!(
         std::fs::read_to_string(other.join("dkimPrivateKey")).unwrap(),
         "theirs"
