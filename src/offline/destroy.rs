@@ -189,9 +189,9 @@ pub async fn run(
             inside: placed.filter(|_| as_credential.is_some()),
         };
         let o = match &plan.steps[i] {
-            Step::SubAccount(p) => carry(&ctx, p, e, secrets_dir).await,
-            Step::ApiKey(p) => carry(&ctx, p, e, secrets_dir).await,
-            Step::SendingDomain(p) => carry(&ctx, p, e, secrets_dir).await,
+            Step::SubAccount(p) => carry(&ctx, p, e, (secrets_dir, &plan.resources[i])).await,
+            Step::ApiKey(p) => carry(&ctx, p, e, (secrets_dir, &plan.resources[i])).await,
+            Step::SendingDomain(p) => carry(&ctx, p, e, (secrets_dir, &plan.resources[i])).await,
             Step::Skip => outcome(e, e.action),
             _ => failed(e, "cannot be destroyed"),
         };
@@ -202,17 +202,17 @@ pub async fn run(
     }
 }
 
-/// Carries out the deletion plan of one resource, then removes the files `apply --secrets-dir`
-/// wrote for it under `secrets_dir`.
+/// Carries out the deletion plan of one resource (`r`), then removes the files `apply
+/// --secrets-dir` wrote for it under `secrets_dir`.
 async fn carry<K: ManagedKind>(
     ctx: &super::apply::Ctx<'_>,
     plan: &ResourcePlan<K>,
     e: &Entry,
-    secrets_dir: Option<&SafeDir>,
+    (secrets_dir, r): (Option<&SafeDir>, &Resource),
 ) -> Outcome {
     let mut o = apply_one(ctx, plan, e, false).await.0;
     if let Some(dir) = secrets_dir {
-        super::secret_files::remove(dir, &mut o, K::SECRET_KEY);
+        super::secret_files::remove(dir, &mut o, r);
     }
     o
 }

@@ -29,9 +29,24 @@ use crate::manifest::Resource;
 /// volumes), so it never stands for a key.
 pub(crate) const MARKER: &str = "..owner";
 
-/// The marker's content for the resource of `e`: `Kind namespace/name`.
+/// Who the resource of `e` is in a marker: `Kind namespace/name`.
 fn owner(e: &Entry) -> String {
     format!("{} {}/{}", e.kind, e.namespace, e.name)
+}
+
+/// The marker's content for the directory of Secret `secret` of `e`'s resource:
+/// `Kind namespace/name secret`. The Secret's name ties the marker to its directory: a copy of
+/// the directory under another name (a user's backup) is not the resource's.
+fn marker(e: &Entry, secret: &str) -> String {
+    format!("{} {secret}\n", owner(e))
+}
+
+/// A marker's content read back: whose (`Kind namespace/name`) and, when the marker names one,
+/// for which Secret; markers written before the Secret's name was recorded name none.
+fn parse_marker(content: &str) -> (String, Option<&str>) {
+    let mut words = content.split_whitespace();
+    let whose = words.by_ref().take(2).collect::<Vec<_>>().join(" ");
+    (whose, words.next())
 }
 
 /// True when `apply` or `destroy` carries out `e`'s resource (`s`: its step) with its files: no
@@ -56,17 +71,28 @@ enum Place {
     Users,
 }
 
-/// The directory of Secret `secret` of `e`'s resource, as shown, and whose it is.
+/// The directory of Secret `secret` of `e`'s resource as shown: `DIR/namespace/secret`.
+fn shown(dir: &SafeDir, e: &Entry, secret: &str) -> String {
+    format!("{}/{}/{secret}", dir.path().display(), e.namespace)
+}
+
+/// The directory of Secret `secret` of `e`'s resource, as shown, and whose it is: its own when
+/// its marker names the resource and this Secret (or no Secret: a marker of an older release).
+/// A marker naming the resource and another Secret is a copy of another of its directories,
+/// which is not taken for this one.
 fn place(dir: &SafeDir, e: &Entry, secret: &str) -> (String, Place) {
-    let shown = format!("{}/{}/{secret}", dir.path().display(), e.namespace);
     let place = match dir.claim(&[&e.namespace, secret], MARKER) {
         Ok(Claim::Free) => Place::Free,
-        Ok(Claim::Marked(o)) if o == owner(e) => Place::Own,
-        Ok(Claim::Marked(o)) => Place::Others(o),
+        Ok(Claim::Marked(o)) => match parse_marker(&o) {
+            (whose, None) if whose == owner(e) => Place::Own,
+            (whose, Some(s)) if whose == owner(e) && s == secret => Place::Own,
+            (whose, Some(s)) if whose == owner(e) => Place::Others(format!("{whose} as {s}")),
+            (whose, _) => Place::Others(whose),
+        },
         Ok(Claim::Unmarked) => Place::Users,
         Err(e) => Place::Unusable(e.to_string()),
     };
-    (shown, place)
+    (shown(dir, e, secret), place)
 }
 
 /// Checks, before `apply` calls the service, that every Secret directory a resource of `plan`
@@ -84,34 +110,30 @@ pub(crate) fn check_apply(plan: &mut OfflinePlan, dir: &SafeDir) {
         let adopts = e.takes_over_files;
         let users = "holds files not written for this resource by apply --secrets-dir";
         for (_, secret) in r.secret_names() {
-            let writable = || dir.check_writable(&[&e.namespace, secret, secret_key(r)]);
-            let problem = match place(dir, e, secret) {
-                (_, Place::Free | Place::Own) => match writable() {
-                    Ok(()) => continue,
-                    Err(why) => {
-                        fail(e, step, why.to_string());
-                        break;
-                    }
-                },
+            let conflict = match place(dir, e, secret) {
+                (_, Place::Free | Place::Own) => None,
                 (shown, Place::Users) if adopts => {
-                    if let Err(why) = writable() {
-                        fail(e, step, why.to_string());
-                        break;
-                    }
                     e.notes.push(format!(
                         "{shown} {users}: {ANNOTATION_ADOPTION_POLICY} takes them over"
                     ));
-                    continue;
+                    None
                 }
-                (shown, Place::Users) => format!(
+                (shown, Place::Users) => Some(format!(
                     "{shown} {users}; choose another secret name, remove them, or set the annotation {ANNOTATION_ADOPTION_POLICY} (Adopt or AdoptOrCreate) to take them over"
-                ),
-                (shown, Place::Others(o)) => format!(
+                )),
+                (shown, Place::Others(o)) => Some(format!(
                     "{shown} holds the secret files written for {o}; choose another secret name"
-                ),
-                (_, Place::Unusable(why)) => why,
+                )),
+                (_, Place::Unusable(why)) => Some(why),
             };
-            fail(e, step, format!("SecretConflict: {problem}"));
+            let error = match conflict {
+                Some(problem) => format!("SecretConflict: {problem}"),
+                None => match dir.check_writable(&[&e.namespace, secret, secret_key(r)]) {
+                    Ok(()) => continue,
+                    Err(why) => why.to_string(),
+                },
+            };
+            fail(e, step, error);
             break;
         }
     }
@@ -157,14 +179,27 @@ pub(crate) fn note_unwritten(plan: &mut OfflinePlan) {
     }
 }
 
-/// The directories of `DIR/<namespace>` written for `e`'s resource, under whatever secret
-/// name it had when `apply` wrote them (its spec may name another since, or none).
+/// The directories of `DIR/<namespace>` written for `e`'s resource (`r`): those of the Secrets
+/// its spec names now that are its own ([`place`]), and those whose marker names the resource
+/// and the directory's own name, written under a secret name the spec no longer gives. A
+/// directory that cannot be read is not proven the resource's, and left out.
 ///
-/// Errors: `DIR/<namespace>` or a directory in it cannot be read (a symbolic link, I/O).
-fn own_directories(dir: &SafeDir, e: &Entry) -> Result<Vec<String>, crate::files::FileError> {
+/// Errors: `DIR/<namespace>` cannot be listed (a symbolic link, I/O).
+fn own_directories(
+    dir: &SafeDir,
+    e: &Entry,
+    r: &Resource,
+) -> Result<Vec<String>, crate::files::FileError> {
+    let now: Vec<&str> = r.secret_names().into_iter().map(|(_, s)| s).collect();
     let mut own = Vec::new();
     for name in dir.directories(&[&e.namespace])? {
-        if dir.claim(&[&e.namespace, &name], MARKER)? == Claim::Marked(owner(e)) {
+        let ours = if now.contains(&name.as_str()) {
+            matches!(place(dir, e, &name).1, Place::Own)
+        } else {
+            let claim = dir.claim(&[&e.namespace, &name], MARKER);
+            matches!(claim, Ok(Claim::Marked(o)) if parse_marker(&o) == (owner(e), Some(name.as_str())))
+        };
+        if ours {
             own.push(name);
         }
     }
@@ -192,16 +227,14 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
             };
             e.notes.push(note);
         }
-        match own_directories(dir, e) {
+        match own_directories(dir, e, r) {
             Ok(own) => {
-                let shown = |name| format!("{}/{}/{name}", dir.path().display(), e.namespace);
                 removals += own.len();
-                e.notes.extend(own.iter().map(|name| {
-                    format!(
-                        "removes the files apply --secrets-dir wrote for it in {}",
-                        shown(name)
-                    )
-                }));
+                let removes = own.iter().map(|name| {
+                    let shown = shown(dir, e, name);
+                    format!("removes the files apply --secrets-dir wrote for it in {shown}")
+                });
+                e.notes.extend(removes.collect::<Vec<_>>());
             }
             Err(why) => e
                 .notes
@@ -211,30 +244,31 @@ pub(crate) fn note_removals(plan: &mut OfflinePlan, dir: &SafeDir) -> usize {
     removals
 }
 
-/// After `destroy` carried out `o`'s resource, removes from each directory written for it
-/// (under any secret name it had) the marker and the file of `key` (the kind's
-/// [`crate::engine::ManagedKind::SECRET_KEY`]), and the directory once empty; any other file
-/// stays. A failure fails `o`, naming the path.
-pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, key: &str) {
+/// After `destroy` carried out `o`'s resource (`r`), removes from each directory written for
+/// it ([`own_directories`]: under any secret name it had) the marker and the file of its
+/// kind's key ([`ManagedKind::SECRET_KEY`]), and the directory once empty; any other file
+/// stays. A failure fails `o`, naming each path, after the other directories are done.
+pub(crate) fn remove(dir: &SafeDir, o: &mut Outcome, r: &Resource) {
     if matches!(o.result, "failed" | "skipped" | OBSERVE) {
         return;
     }
-    let removed = own_directories(dir, &o.entry).and_then(|own| {
-        let mut paths = Vec::new();
-        for secret in own {
-            paths.extend(dir.remove(&[&o.entry.namespace, &secret], &[key, MARKER])?);
+    // Listed as the plan listed them; one that cannot be listed was noted as left.
+    let Ok(own) = own_directories(dir, &o.entry, r) else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for secret in own {
+        match dir.remove(&[&o.entry.namespace, &secret], &[secret_key(r), MARKER]) {
+            // The marker is ours alone: the value files are what the user sees go.
+            Ok(paths) => o
+                .removed_files
+                .extend(paths.into_iter().filter(|p| !p.ends_with(MARKER))),
+            Err(e) => failures.push(e.to_string()),
         }
-        Ok(paths)
-    });
-    match removed {
-        // The marker is ours alone: the value files are what the user sees go.
-        Ok(paths) => o
-            .removed_files
-            .extend(paths.into_iter().filter(|p| !p.ends_with(MARKER))),
-        Err(e) => {
-            o.result = "failed";
-            o.entry.error = Some(e.to_string());
-        }
+    }
+    if !failures.is_empty() {
+        o.result = "failed";
+        o.entry.error = Some(failures.join("; "));
     }
 }
 
@@ -264,7 +298,7 @@ pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, val
             });
         }
         if !matches!(place, Place::Own) {
-            let marker = owner(&o.entry) + "\n";
+            let marker = marker(&o.entry, secret);
             dir.write(&[namespace, secret, MARKER], marker.as_bytes(), 0o600)?;
         }
         let bytes = value.expose_secret().as_bytes();
