@@ -3429,6 +3429,42 @@ async fn the_key_a_new_sub_account_is_created_with_is_not_created_twice() {
     assert!(notes.contains("CredentialMissing"), "{key}");
 }
 
+/// An `ObserveOnly` key inside a sub account the same `apply` creates stays observed: `apply`
+/// creates no key for it (none of that name is there) and changes none (the key the sub
+/// account was created with, observed under its name, keeps its allowed IPs).
+#[tokio::test]
+async fn an_observed_key_inside_a_new_sub_account_is_neither_created_nor_changed() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tenant.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: tenant}\nspec: {credentialKeyName: tenant-mail}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: watch}\nspec:\n  subAccountRef: {name: tenant}\n  secretName: watch-key\n  managementPolicy: ObserveOnly\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: tenant-mail}\nspec:\n  subAccountRef: {name: tenant}\n  secretName: tenant-mail-key\n  allowedIps: [10.1.1.1]\n  managementPolicy: ObserveOnly\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+
+    let out = run_binary(&["apply", "-f", file, "-o", "json"], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for name in ["watch", "tenant-mail"] {
+        let entry = (doc["resources"].as_array().unwrap().iter())
+            .find(|r| r["name"] == name)
+            .unwrap();
+        assert_eq!(entry["result"], "observe", "{entry}");
+    }
+    let state = sim.snapshot();
+    let sub = (state.sub_accounts.iter()).find(|s| s.name == "tenant");
+    let sub = sub.expect("the SubAccount is created");
+    let keys: Vec<_> = (state.api_keys.iter())
+        .filter(|k| k.sub_account_id == sub.id)
+        .collect();
+    assert_eq!(keys.len(), 1, "only the key it was created with: {keys:?}");
+    assert_eq!(keys[0].name, "tenant-mail");
+    assert!(keys[0].allowed_ip.is_empty(), "unchanged: {keys:?}");
+}
+
 /// An external-id on the key a new sub account is created with (its credential, which the
 /// SubAccount names, so that a resource of its namespace may manage it) names nothing that can
 /// exist (the sub account does not yet): refused at plan time, so `apply` writes nothing, not even the
