@@ -1082,6 +1082,41 @@ async fn plan_lists_every_step_and_apply_reports_each() {
     }
 }
 
+/// Each entry of `plan`, `apply` and `destroy` in `-o json` names the object at the service, as
+/// the service names it: a SubAccount's or ApiKey's `spec.name` (else `metadata.name`), a
+/// SendingDomain's `spec.domain`, so a script need not read the manifests again.
+#[tokio::test]
+async fn json_entries_name_the_object_at_the_service() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("all.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {name: team}\nspec: {name: Team One}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: mail-key}\nspec: {secretName: mail-key}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: news}\nspec: {domain: news.example.com}\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let expected = [
+        ("team", "Team One"),
+        ("mail-key", "mail-key"),
+        ("news", "news.example.com"),
+    ];
+    for args in [
+        &["plan", "-f", file, "-o", "json"][..],
+        &["apply", "-f", file, "-o", "json"],
+        &["destroy", "-f", file, "-o", "json", "--auto-approve"],
+    ] {
+        let out = run_binary(args, Some(&sim)).await;
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let resources = doc["resources"].as_array().unwrap();
+        for (name, at_service) in expected {
+            let entry = resources.iter().find(|r| r["name"] == name).unwrap();
+            assert_eq!(entry["serviceName"], at_service, "{}: {entry}", args[0]);
+        }
+    }
+}
+
 /// Lost answers while applying: a create whose answer is lost is looked up by its natural key
 /// and adopted, never sent twice; a few runs converge to exactly the declared objects.
 #[tokio::test]
