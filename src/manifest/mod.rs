@@ -70,6 +70,17 @@ impl Resource {
         self.meta().name.as_deref().unwrap_or_default()
     }
 
+    /// The object's name at the service: a SubAccount's or ApiKey's `spec.name` (else
+    /// `metadata.name`), a SendingDomain's `spec.domain`, as written (the service compares
+    /// them as [`crate::engine::natural_key`] does).
+    pub fn service_name(&self) -> &str {
+        match self {
+            Resource::SubAccount(r) => r.service_name(),
+            Resource::ApiKey(r) => r.service_name(),
+            Resource::SendingDomain(r) => &r.spec.domain,
+        }
+    }
+
     /// `metadata.namespace`, `default` when unset (as kubectl does).
     pub fn namespace(&self) -> &str {
         self.meta().namespace.as_deref().unwrap_or("default")

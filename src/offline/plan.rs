@@ -24,6 +24,8 @@ pub struct Entry {
     pub namespace: String,
     /// `metadata.name`.
     pub name: String,
+    /// The object's name at the service ([`Resource::service_name`]).
+    pub service_name: String,
     /// The account it is managed through, when not ClusterAccount `default` (see
     /// [`super::accounts`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -288,6 +290,7 @@ pub(crate) fn entry_of(loaded: &Loaded) -> Entry {
         kind: loaded.resource.kind(),
         namespace: loaded.resource.namespace().to_string(),
         name: loaded.resource.name().to_string(),
+        service_name: loaded.resource.service_name().to_string(),
         source: loaded.source.to_string(),
         action: "error",
         takes_over_files: AdoptionPolicy::annotated(loaded.resource.meta()).is_some(),
