@@ -3462,6 +3462,25 @@ async fn the_key_a_new_sub_account_is_created_with_is_not_created_twice() {
         "{key}"
     );
     assert!(notes.contains("CredentialMissing"), "{key}");
+
+    // Left alone (ObserveOnly, or paused), the key is not deleted, and no note says it is.
+    let text = std::fs::read_to_string(file).unwrap();
+    let observed = format!("{text}  managementPolicy: ObserveOnly\n");
+    let paused = text.replace(
+        "metadata: {name: tenant-mail}\n",
+        "metadata:\n  name: tenant-mail\n  annotations: {mailtarget.co/paused: \"true\"}\n",
+    );
+    for (left_alone, action) in [(observed, "observe"), (paused, "paused")] {
+        std::fs::write(file, left_alone).unwrap();
+        let out = run_binary(&["destroy", "-f", file, "-o", "json"], Some(&sim)).await;
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let key = key_entry(&doc);
+        assert_eq!(key["action"], action, "{doc}");
+        assert!(
+            !key["notes"].to_string().contains("CredentialMissing"),
+            "{key}"
+        );
+    }
 }
 
 /// An `ObserveOnly` key inside a sub account the same `apply` creates stays observed: `apply`
