@@ -201,5 +201,10 @@ mod tests {
         let twice = [key(3, "ops", 7), key(5, "ops", 7)];
         let ambiguous = credential("ops", 7, &twice).unwrap_err();
         assert!(ambiguous.contains("ids 3, 5"), "{ambiguous}");
+        // At most five names are listed, and how many more there are.
+        let many: Vec<_> = (1..=8).map(|i| key(i, &format!("k{i}"), 7)).collect();
+        let missing = credential("gone", 7, &many).unwrap_err();
+        assert!(missing.contains("\"k5\", and 3 more)"), "{missing}");
+        assert!(!missing.contains("\"k6\""), "{missing}");
     }
 }
