@@ -60,7 +60,7 @@ const MISSING_NAMES_SHOWN: usize = 5;
 ///
 /// Errors: for people, when no key or several keys of that name exist in the sub account;
 /// with none, what to do given the keys left there (their names, at most
-/// [`MISSING_NAMES_SHOWN`]; never their values).
+/// [`MISSING_NAMES_SHOWN`] and how many more; never their values).
 pub fn credential<'a>(
     name: &str,
     id: i64,
@@ -73,11 +73,14 @@ pub fn credential<'a>(
     match found.as_slice() {
         [one] => Ok(one),
         [] => {
-            let left: Vec<String> = (keys.iter())
-                .filter(|k| k.sub_account_id == id)
+            let all: Vec<_> = (keys.iter()).filter(|k| k.sub_account_id == id).collect();
+            let mut left: Vec<String> = (all.iter())
                 .take(MISSING_NAMES_SHOWN)
                 .map(|k| crate::text::quoted(&k.name))
                 .collect();
+            if all.len() > MISSING_NAMES_SHOWN {
+                left.push(format!("and {} more", all.len() - MISSING_NAMES_SHOWN));
+            }
             let what = if left.is_empty() {
                 "it has no key left, and the company key cannot make one there (a key it creates is a company key): create a key in the sub account at the service, then name it in spec.credentialKeyName".to_string()
             } else {
