@@ -42,7 +42,8 @@ fn marker(e: &Entry, secret: &str) -> String {
 }
 
 /// A marker's content read back: whose (`Kind namespace/name`) and, when the marker names one,
-/// for which Secret; markers written before the Secret's name was recorded name none.
+/// for which Secret; markers written by builds before the Secret's name was recorded name none
+/// (no release wrote such a marker: 0.1.0 wrote none).
 fn parse_marker(content: &str) -> (String, Option<&str>) {
     let mut words = content.split_whitespace();
     let whose = words.by_ref().take(2).collect::<Vec<_>>().join(" ");
@@ -77,7 +78,8 @@ fn shown(dir: &SafeDir, e: &Entry, secret: &str) -> String {
 }
 
 /// The directory of Secret `secret` of `e`'s resource, as shown, and whose it is: its own when
-/// its marker names the resource and this Secret (or no Secret: a marker of an older release).
+/// its marker names the resource and this Secret (or no Secret: a marker of an earlier build,
+/// which `apply` marks anew).
 /// A marker naming the resource and another Secret is a copy of another of its directories,
 /// which is not taken for this one.
 fn place(dir: &SafeDir, e: &Entry, secret: &str) -> (String, Place) {
@@ -297,10 +299,10 @@ pub(crate) fn write(dir: &SafeDir, o: &mut Outcome, secret: &str, key: &str, val
                 message,
             });
         }
-        if !matches!(place, Place::Own) {
-            let marker = marker(&o.entry, secret);
-            dir.write(&[namespace, secret, MARKER], marker.as_bytes(), 0o600)?;
-        }
+        // Also over a marker of its own that does not name the Secret (an earlier build's),
+        // which then counts under this name only; one that says it already is not rewritten.
+        let marker = marker(&o.entry, secret);
+        dir.write(&[namespace, secret, MARKER], marker.as_bytes(), 0o600)?;
         let bytes = value.expose_secret().as_bytes();
         dir.write(&[namespace, secret, key], bytes, 0o600)
     })();
