@@ -1508,7 +1508,8 @@ async fn two_accounts_with_one_key_are_refused() {
 /// A SubAccount that other namespaces place objects inside (`spec.allowedNamespaces`) and that
 /// the CLI matches by name only gets a note to pin it by external id: whoever holds a key of a
 /// sub account may rename it at the service, and a sub account renamed to this name would be
-/// taken for it. Once pinned, or without `allowedNamespaces`, there is no note.
+/// taken for it; the note asks to check the id before pinning it. Once pinned, or without
+/// `allowedNamespaces`, there is no note.
 #[tokio::test]
 async fn a_sub_account_hosting_other_namespaces_is_to_be_pinned() {
     let sim = simulator().await;
@@ -1527,6 +1528,10 @@ async fn a_sub_account_hosting_other_namespaces_is_to_be_pinned() {
     let out = run_manifest("plan", dir.path(), "s.yaml", &sub("", allowed), &sim).await;
     let shown = output_text(&out);
     assert!(shown.contains(&pin) && shown.contains("rename"), "{shown}");
+    // A name taken before the first apply may be another tenant's: pinning it without a look
+    // would keep that one.
+    let check = format!("check that sub account {id} is the one you created");
+    assert!(shown.contains(&check), "{shown}");
     let pinned = format!("  annotations:\n    {pin}\n");
     let out = run_manifest("plan", dir.path(), "s.yaml", &sub(&pinned, allowed), &sim).await;
     let shown = output_text(&out);
