@@ -112,8 +112,7 @@ fn deletion_inside<K: ManagedKind>(
     let mut plan = driver::plan_deletion_of::<K>(r, d, inventory)?;
     // Paused or ObserveOnly, the resource is left alone (its steps are cleared later).
     let left_alone = !r.writes() || loaded.resource.is_paused();
-    let deleted = (plan.planned.found)
-        .filter(|_| !plan.planned.steps.is_empty() && !left_alone);
+    let deleted = (plan.planned.found).filter(|_| !plan.planned.steps.is_empty() && !left_alone);
     if let Some(sub) = sub.filter(|sub| deleted.is_some_and(|f| sub.is_credential(f.id))) {
         plan.planned.notes.push(format!(
             "it is the operator's credential inside the sub account of {}, and the sub account stays (none is ever deleted): once the key is deleted, nothing inside it can be managed ({})",

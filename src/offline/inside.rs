@@ -120,8 +120,8 @@ impl PlannedSubAccount {
         let hosts_others = self.resource.spec.allowed_namespaces.is_some();
         (hosts_others && found.matched_by == MatchedBy::NaturalKey).then(|| {
             format!(
-                "matched by name only, and other namespaces place objects inside it: whoever holds a key of a sub account may rename it at the service, and a sub account renamed to this name would be taken for this one; pin it with the annotation {ANNOTATION_EXTERNAL_ID}: \"{}\"",
-                found.id
+                "matched by name only, and other namespaces place objects inside it: whoever holds a key of a sub account may rename it at the service, and a sub account renamed to this name would be taken for this one; check that sub account {id} is the one you created (a name taken before the first apply may be another tenant's), then pin it with the annotation {ANNOTATION_EXTERNAL_ID}: \"{id}\"",
+                id = found.id
             )
         })
     }
