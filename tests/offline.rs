@@ -1486,9 +1486,14 @@ async fn two_accounts_with_one_key_are_refused() {
     let file = dir.path().join("dup.yaml");
     std::fs::write(&file, text).unwrap();
     let account = format!("team-b/dup=@{}", key_file.display());
-    for command in ["plan", "apply"] {
+    for command in ["plan", "apply", "destroy"] {
         sim.clear_request_log();
         let args = [command, "-f", file.to_str().unwrap(), "--account", &account];
+        let args = [
+            &args[..],
+            &["--auto-approve"][..(command == "destroy") as usize],
+        ]
+        .concat();
         let out = run_binary(&args, Some(&sim)).await;
         let shown = output_text(&out);
         assert_eq!(out.status.code(), Some(2), "{command}: {shown}");
@@ -1496,13 +1501,16 @@ async fn two_accounts_with_one_key_are_refused() {
             shown.contains("\"default\"") && shown.contains("\"team-b/dup\""),
             "{command}: {shown}"
         );
+        assert!(shown.contains("with the same key"), "{command}: {shown}");
         assert!(sim.request_log().is_empty(), "{command}: nothing called");
     }
     // Another key of the same service is another account as far as the CLI can tell.
     std::fs::write(&key_file, "another-key").unwrap();
     let args = ["plan", "-f", file.to_str().unwrap(), "--account", &account];
     let out = run_binary(&args, Some(&sim)).await;
-    assert_ne!(out.status.code(), Some(2), "{}", output_text(&out));
+    let shown = output_text(&out);
+    assert!(!shown.contains("with the same key"), "{shown}");
+    assert_ne!(out.status.code(), Some(2), "{shown}");
 }
 
 /// A SubAccount that other namespaces place objects inside (`spec.allowedNamespaces`) and that
