@@ -2410,6 +2410,14 @@ async fn destroy_removes_the_files_of_earlier_secret_names() {
     let odd = dir.path().join("default/odd");
     std::fs::create_dir_all(odd.join("..owner")).unwrap();
     std::fs::write(odd.join("f"), "x").unwrap();
+    // The copy is not the resource's under its own name either: apply refuses to write there.
+    let backup_spec = domain("  dkimPrivateKeySecretName: first-backup\n");
+    std::fs::write(&file, backup_spec).unwrap();
+    let out = run_binary(&["apply", "-f", f, "--secrets-dir", d], Some(&sim)).await;
+    let shown = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    let conflict = "holds the secret files written for SendingDomain default/mail as first";
+    assert!(shown.contains(conflict), "{shown}");
     std::fs::write(&file, domain("")).unwrap();
 
     let out = run_binary(&["destroy", "-f", f, "--secrets-dir", d], Some(&sim)).await;
