@@ -1057,6 +1057,66 @@ async fn each_tenant_works_inside_its_own_sub_account() {
     env.stop().await;
 }
 
+/// The shared-cluster setup the docs recommend: ClusterAccount `default` lets only the
+/// platform namespace use it, and the teams' objects are placed inside their sub accounts by
+/// SubAccounts of that namespace. The teams' keys and domains are the platform's use of the
+/// account, inside the sub account its SubAccount lets them into (with that sub account's
+/// credential): they converge. A team's own use of the account is refused, with no call: a
+/// company-level key of its own (`AccountNotAllowed`), and a reference to a SubAccount that
+/// does not let it in (`ReferenceNotAllowed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside() {
+    let env = env().await;
+    for ns in ["platform", "team-a", "team-b"] {
+        namespace(&env, ns, &[]).await;
+    }
+    let platform_only = "  scope: Company\n  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: platform}}\n";
+    cluster_account(&env, &env.sim, "default", common::KEY, platform_only).await;
+    apply_example(&env, "10-platform.yaml").await;
+    apply_example(&env, "20-team-a.yaml").await;
+    apply_example(&env, "20-team-b.yaml").await;
+    for team in ["team-a", "team-b"] {
+        ready::<ApiKey>(&env, team, "sender", "True", "Available").await;
+        ready::<SendingDomain>(&env, team, "mail", "True", "Verified").await;
+    }
+    let state = env.sim.snapshot();
+    let sender = (state.api_keys.iter()).find(|k| k.name == "team-a-sender");
+    let tenant_a = (state.sub_accounts.iter()).find(|s| s.name == "tenant-a");
+    assert_eq!(
+        sender.unwrap().sub_account_id,
+        tenant_a.unwrap().id,
+        "inside its sub account"
+    );
+
+    env.sim.clear_request_log();
+    api_key(&env, "team-a", "company-level", "").await;
+    let refused = key_ready(
+        &env,
+        "team-a",
+        "company-level",
+        "False",
+        "AccountNotAllowed",
+    )
+    .await;
+    let message = ready_message(&refused);
+    assert!(message.contains("\"team-a\""), "{message}");
+    api_key(
+        &env,
+        "team-a",
+        "reach",
+        "  subAccountRef: {name: tenant-b, namespace: platform}\n",
+    )
+    .await;
+    key_ready(&env, "team-a", "reach", "False", "ReferenceNotAllowed").await;
+    let asked = resource_requests(&env.sim);
+    assert!(asked.is_empty(), "no call for a refused use: {asked:?}");
+    let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
+    for name in ["company-level-key", "reach-key"] {
+        assert!(secrets.get_opt(name).await.unwrap().is_none(), "{name}");
+    }
+    env.stop().await;
+}
+
 /// The operator's credential inside a sub account is no tenant's: an ApiKey placed there that
 /// names it (by name or by external-id) is `Stalled/CredentialReserved` with no write and no
 /// Secret. A credential deleted at the service shows as `CredentialMissing` on its SubAccount
