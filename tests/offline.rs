@@ -1405,6 +1405,60 @@ async fn accounts_follow_their_namespace_selector() {
     }
 }
 
+/// A ClusterAccount that only the platform namespace may use still serves a team's keys placed
+/// inside a sub account by a SubAccount of that namespace (the platform's use of the account,
+/// with the sub account's credential), as a cluster decides it; the team's own key outside any
+/// sub account is `AccountNotAllowed`, and nothing is called.
+#[tokio::test]
+async fn a_platform_only_account_serves_the_tenants_inside() {
+    let sim = simulator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("billing.key");
+    std::fs::write(&key_file, KEY).unwrap();
+    let account = format!("billing=@{}", key_file.display());
+    let inside = format!(
+        "apiVersion: mailtarget.co/v1alpha1\nkind: ClusterAccount\nmetadata: {{name: billing}}\nspec:\n  credentials: {{secretRef: {{name: billing-credentials}}}}\n  apiUrl: {url}\n  transmissionUrl: {url}\n  namespaceSelector: {{matchLabels: {{kubernetes.io/metadata.name: platform}}}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: SubAccount\nmetadata: {{name: tenant-a, namespace: platform}}\nspec:\n  accountRef: {{name: billing}}\n  allowedNamespaces: {{matchLabels: {{kubernetes.io/metadata.name: team-a}}}}\n---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {{name: sender, namespace: team-a}}\nspec:\n  accountRef: {{name: billing}}\n  subAccountRef: {{name: tenant-a, namespace: platform}}\n  secretName: sender-key\n",
+        url = sim.base_url()
+    );
+    let file = dir.path().join("tenants.yaml");
+    let f = file.to_str().unwrap();
+    std::fs::write(&file, &inside).unwrap();
+    let out = run_binary(&["apply", "-f", f, "--account", &account], Some(&sim)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let state = sim.snapshot();
+    let tenant = (state.sub_accounts.iter()).find(|s| s.name == "tenant-a");
+    let sender = (state.api_keys.iter()).find(|k| k.name == "sender");
+    assert_eq!(sender.unwrap().sub_account_id, tenant.unwrap().id);
+
+    let own = "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: own, namespace: team-a}\nspec:\n  accountRef: {name: billing}\n  secretName: own-key\n";
+    std::fs::write(&file, inside + own).unwrap();
+    sim.clear_request_log();
+    let out = run_binary(
+        &["apply", "-f", f, "--account", &account, "-o", "json"],
+        Some(&sim),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = |name: &str| {
+        (doc["resources"].as_array().unwrap().iter())
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert!(
+        entry("own")["error"]
+            .to_string()
+            .contains("AccountNotAllowed"),
+        "{doc}"
+    );
+    assert!(entry("sender")["error"].is_null(), "{doc}");
+    assert!(
+        sim.request_log().iter().all(|r| !r.is_write()),
+        "nothing written"
+    );
+}
+
 /// An account defined twice among the manifests (in another team's folder, say) is invalid
 /// input, as a managed object defined twice is: the second definition points to the first and
 /// nothing is called. Before, the first one read won, so a copy with another `apiUrl` received

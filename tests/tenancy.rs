@@ -1063,7 +1063,8 @@ async fn each_tenant_works_inside_its_own_sub_account() {
 /// account, inside the sub account its SubAccount lets them into (with that sub account's
 /// credential): they converge. A team's own use of the account is refused, with no call: a
 /// company-level key of its own (`AccountNotAllowed`), and a reference to a SubAccount that
-/// does not let it in (`ReferenceNotAllowed`).
+/// does not let it in (`ReferenceNotAllowed`); the keys inside hold their claims against a
+/// second resource for one of them (`ConflictingOwner`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside() {
     let env = env().await;
@@ -1108,10 +1109,19 @@ async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside
     )
     .await;
     key_ready(&env, "team-a", "reach", "False", "ReferenceNotAllowed").await;
-    let asked = resource_requests(&env.sim);
-    assert!(asked.is_empty(), "no call for a refused use: {asked:?}");
+    // The team's keys inside hold their claims: a second resource for one of them conflicts.
+    api_key(
+        &env,
+        "team-a",
+        "twin",
+        "  name: team-a-sender\n  subAccountRef: {name: tenant-a, namespace: platform}\n",
+    )
+    .await;
+    key_ready(&env, "team-a", "twin", "False", "ConflictingOwner").await;
+    let writes = service_writes(&env.sim);
+    assert!(writes.is_empty(), "no write for a refused use: {writes:?}");
     let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
-    for name in ["company-level-key", "reach-key"] {
+    for name in ["company-level-key", "reach-key", "twin-key"] {
         assert!(secrets.get_opt(name).await.unwrap().is_none(), "{name}");
     }
     env.stop().await;
