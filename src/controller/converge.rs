@@ -626,8 +626,9 @@ async fn usage_of<K: Managed>(
         cleanup: obj.meta().deletion_timestamp.is_some(),
     };
     let namespace = obj.namespace().unwrap_or_default();
+    let host = super::accounts::usage::host_namespace(obj);
     ctx.accounts
-        .usage(&namespace, obj.account_ref(), needs)
+        .usage((&namespace, &host), obj.account_ref(), needs)
         .await
 }
 

@@ -2,7 +2,7 @@
 //! tenancy"): both front ends call for them with the sub account's own key, the operator's
 //! credential there, found among the sub account's keys by name.
 
-use crate::crd::SubAccount;
+use crate::crd::{SubAccount, SubAccountReference};
 use crate::engine::{ManagedKind, natural_key};
 
 /// Reason of a resource that names the operator's credential inside its sub account.
@@ -34,6 +34,22 @@ pub fn own_sub_account(
 ) -> Option<i64> {
     let own = client.own_entry(keys)?;
     (own.sub_account_id != crate::api::COMPANY_SUB_ACCOUNT_ID).then_some(own.sub_account_id)
+}
+
+/// The namespace whose use of its account a resource of namespace `own` is, for both front
+/// ends (product design, "Accounts and tenancy"): the namespace of the SubAccount its
+/// `spec.subAccountRef` (`reference`) names, when it names one, else `own`. An account's
+/// `spec.namespaceSelector` is asked of it.
+///
+/// A resource placed inside a sub account calls only inside it, with that sub account's
+/// credential, so the service itself keeps it there: the SubAccount's namespace uses the
+/// account for it, and the SubAccount's `spec.allowedNamespaces` says which namespaces may
+/// place objects inside (checked before any call). So a platform namespace alone may use a
+/// company account while the teams' objects live inside their sub accounts; a team's own use
+/// of the account (an object outside any sub account) stays its own namespace's. Adoption is
+/// still asked of `own`.
+pub fn host_namespace<'a>(own: &'a str, reference: Option<&'a SubAccountReference>) -> &'a str {
+    reference.map_or(own, |r| r.namespace_or(own))
 }
 
 /// The name of the key the operator calls with inside `r`'s sub account:

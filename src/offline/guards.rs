@@ -232,8 +232,13 @@ pub(crate) fn reference_allowed(
 /// Whether `r` may use its ClusterAccount, as a cluster decides it with the account's
 /// `spec.namespaceSelector` (product design, "Accounts and tenancy": unset selects every
 /// namespace), among the manifests' selectors (`selectors`, by account name), knowing of the
-/// namespace only its name label ([`selects`]). `Ok(None)`: it may; `Ok(Some(note))`: only if
-/// the namespace's other labels match. A resource refused so holds no claim on any object.
+/// namespace only its name label ([`selects`]). The namespace asked is the one whose use of the
+/// account `r` is: its SubAccount's, for a resource placed inside a sub account (calls made
+/// there with the sub account's credential; that SubAccount's `spec.allowedNamespaces` lets
+/// `r`'s namespace in, [`reference_allowed`]), else its own
+/// ([`crate::engine::placement::host_namespace`]). `Ok(None)`: it may;
+/// `Ok(Some(note))`: only if the namespace's other labels match. A resource refused so holds
+/// no claim on any object.
 ///
 /// Errors: for people, why a cluster refuses it (`AccountNotAllowed`).
 pub(crate) fn account_allows(
@@ -246,13 +251,19 @@ pub(crate) fn account_allows(
         return Ok(None);
     };
     let own = r.namespace();
-    match selects(selector, own) {
+    let host = crate::engine::placement::host_namespace(own, r.sub_account_ref());
+    let whose = if host == own {
+        ""
+    } else {
+        ", which holds the SubAccount it is placed in"
+    };
+    match selects(selector, host) {
         Selected::Yes => Ok(None),
         Selected::No => Err(format!(
-            "AccountNotAllowed: ClusterAccount \"{account}\" does not let namespace \"{own}\" use it (its spec.namespaceSelector does not select it by name): in a cluster nothing would be called. Use another account, or select the namespace there"
+            "AccountNotAllowed: ClusterAccount \"{account}\" does not let namespace \"{host}\"{whose} use it (its spec.namespaceSelector does not select it by name): in a cluster nothing would be called. Use another account, or select the namespace there"
         )),
         Selected::IfLabelsMatch => Ok(Some(format!(
-            "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{own}\" match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+            "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{host}\"{whose} match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
         ))),
     }
 }

@@ -5,9 +5,11 @@
 //! - `spec.accountRef` names a ClusterAccount (default kind) or an Account of the resource's
 //!   namespace; unset, ClusterAccount `default`, which the operator's flags stand in for while
 //!   no such object exists.
-//! - A ClusterAccount whose `namespaceSelector` does not match the resource's namespace refuses
-//!   it: `Stalled`, reason `AccountNotAllowed`, before any call (and whatever the account's
-//!   readiness, so a refused namespace learns nothing about the account).
+//! - A ClusterAccount whose `namespaceSelector` does not match the namespace that uses it
+//!   refuses the resource: `Stalled`, reason `AccountNotAllowed`, before any call (and whatever
+//!   the account's readiness, so a refused namespace learns nothing about the account). That
+//!   namespace is the resource's own, or, for a resource placed inside a sub account, the
+//!   namespace of the SubAccount it names ([`placement::host_namespace`]).
 //! - An account that does not exist or whose last check failed: `Reconciling`, reason
 //!   `AccountNotReady`, naming the account and its `Ready` reason; the resource is reconciled
 //!   again when the account's check changes.
@@ -29,6 +31,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::registry::{AccountName, AccountRegistry, PENDING, Resolved};
 use crate::controller::cache::AccountCache;
 use crate::crd::{AccountRefKind, AccountReference, ClusterAccount, KeyScope};
+use crate::engine::placement;
 
 /// Longest wait, at start-up, for the ClusterAccount, Account and Namespace caches' first lists
 /// before `default` falls back to the operator's flags (the object wins over the flags when it
@@ -103,6 +106,13 @@ pub struct Needs {
     pub cleanup: bool,
 }
 
+/// The namespace whose use of its account `obj` is ([`placement::host_namespace`]): its
+/// SubAccount's when it is placed inside a sub account, else its own.
+pub fn host_namespace<K: crate::engine::ManagedResource>(obj: &K) -> String {
+    let own = obj.meta().namespace.as_deref().unwrap_or_default();
+    placement::host_namespace(own, obj.sub_account_ref()).to_string()
+}
+
 /// True when `obj` asks to take over an object it does not own (`owned`: the id it owns): an
 /// adoption-policy annotation while it owns nothing, or an `external-id` annotation naming
 /// another object than its own. A resource that owns its object is not adopting, whatever
@@ -132,7 +142,9 @@ pub fn account_name(namespace: &str, account_ref: Option<&AccountReference>) -> 
 
 impl AccountRegistry {
     /// The account a resource of `namespace` with `account_ref` is reconciled through, and
-    /// whether it may be, given what the resource `needs` (see the module documentation).
+    /// whether it may be, given what the resource `needs` (see the module documentation);
+    /// `host` is the namespace whose use of the account it is ([`host_namespace`]), which the
+    /// account's `namespaceSelector` must select. Adoption is asked of `namespace`.
     /// Makes no API call; waits at most `FIRST_LIST_WAIT` once, for the first lists of the
     /// ClusterAccount, Account and Namespace caches, and at most as long for the first check
     /// of an account just created.
@@ -140,7 +152,7 @@ impl AccountRegistry {
     /// Errors: a [`Refusal`] saying why not.
     pub async fn usage(
         &self,
-        namespace: &str,
+        (namespace, host): (&str, &str),
         account_ref: Option<&AccountReference>,
         needs: Needs,
     ) -> Result<Usage, Refusal> {
@@ -154,7 +166,7 @@ impl AccountRegistry {
             AccountName::Namespaced { .. } => None,
         };
         if let Some(account) = &cluster_object
-            && let Some(refusal) = self.selector_refusal(&name, account, namespace)
+            && let Some(refusal) = self.selector_refusal(&name, account, (namespace, host))
         {
             return Err(refusal);
         }
@@ -247,37 +259,52 @@ impl AccountRegistry {
         else {
             return true;
         };
+        let host = host_namespace(obj);
         // Not known yet: no verdict, so no claim is dropped.
-        if !self.namespace_cached(&namespace) {
+        if !self.namespace_cached(&namespace) || !self.namespace_cached(&host) {
             return true;
         }
-        if !self.namespace_may_use(&account, &namespace) {
+        if !self.namespace_may_use(&account, &host) {
             return false;
         }
         let owned = obj.recorded_id();
         !asks_to_adopt(obj, owned) || self.namespace_may_adopt(&account, &namespace)
     }
 
-    /// Why ClusterAccount `account` (named `name`) refuses resources of `namespace` by its
-    /// selectors, before anything else is looked at: a wait while the namespace is not in the
-    /// cache (a selector cannot be evaluated on it yet), else `AccountNotAllowed` when its
-    /// `namespaceSelector` does not match.
+    /// Why ClusterAccount `account` (named `name`) refuses a resource of `namespace` that
+    /// `host` uses it for ([`host_namespace`]) by its selectors, before anything else is looked
+    /// at: a wait while either namespace is not in the cache (a selector cannot be evaluated on
+    /// it yet), else `AccountNotAllowed` when its `namespaceSelector` does not match `host`.
     fn selector_refusal(
         &self,
         name: &AccountName,
         account: &crate::crd::ClusterAccount,
-        namespace: &str,
+        (namespace, host): (&str, &str),
     ) -> Option<Refusal> {
         let has_selector = account.spec.namespace_selector.is_some()
             || account.spec.adoption_namespace_selector.is_some();
-        if has_selector && !self.namespace_cached(namespace) {
+        let uncached = [namespace, host]
+            .into_iter()
+            .find(|n| !self.namespace_cached(n));
+        if let Some(uncached) = uncached.filter(|_| has_selector) {
             return Some(Refusal::waiting(format!(
-                "namespace \"{namespace}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
+                "namespace \"{uncached}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
             )));
         }
-        (!self.namespace_may_use(account, namespace)).then(|| Refusal::stalled("AccountNotAllowed", format!(
-                "{name} does not allow resources of namespace \"{namespace}\" (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
-            )))
+        if self.namespace_may_use(account, host) {
+            return None;
+        }
+        let whose = if host == namespace {
+            String::new()
+        } else {
+            ", which holds the SubAccount this resource is placed in".to_string()
+        };
+        Some(Refusal::stalled(
+            "AccountNotAllowed",
+            format!(
+                "{name} does not allow resources of namespace \"{host}\"{whose} (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
+            ),
+        ))
     }
 
     /// [`AccountRegistry::resolve`], waiting (at most [`FIRST_LIST_WAIT`]) while the account
@@ -374,14 +401,32 @@ mod tests {
         }))
         .unwrap();
         let name = AccountName::Cluster("shared".into());
-        let reason = |ns: &str| {
+        let reason_for = |ns: &str, host: &str| {
             registry
-                .selector_refusal(&name, &account, ns)
+                .selector_refusal(&name, &account, (ns, host))
                 .map(|r| (r.reason, r.stalled))
         };
+        let reason = |ns: &str| reason_for(ns, ns);
         assert_eq!(reason("team-a"), None);
         assert_eq!(reason("team-b"), Some(("AccountNotAllowed", true)));
         assert_eq!(reason("new-team"), Some(("AccountNotReady", false)));
+        // Placed inside a sub account, a resource is its SubAccount's namespace's use of the
+        // account (`host`): that namespace is the one selected, and both must be known.
+        assert_eq!(reason_for("team-b", "team-a"), None);
+        assert_eq!(
+            reason_for("team-a", "team-b"),
+            Some(("AccountNotAllowed", true))
+        );
+        assert_eq!(
+            reason_for("new-team", "team-a"),
+            Some(("AccountNotReady", false))
+        );
+        let refused = registry.selector_refusal(&name, &account, ("team-a", "team-b"));
+        let message = refused.unwrap().message;
+        assert!(
+            message.contains("\"team-b\", which holds the SubAccount"),
+            "{message}"
+        );
     }
 
     /// Without the account CRDs (their kinds not served: the first lists fail with 404, as in a
