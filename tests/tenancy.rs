@@ -137,7 +137,8 @@ async fn api_key(env: &Env, namespace: &str, name: &str, extra: &str) -> ApiKey 
 
 /// A ClusterAccount with a namespace selector: a resource of a namespace it selects is created
 /// through it; one of a namespace it does not select is `Stalled/AccountNotAllowed` and the
-/// service receives no request at all for it.
+/// service receives no request at all for it, also when it names (by id or by name) an object
+/// another namespace manages: it learns nothing of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_outside_the_selector_makes_no_call() {
     let env = env().await;
@@ -173,6 +174,20 @@ async fn a_namespace_outside_the_selector_makes_no_call() {
     // Still nothing for team-b: team-a's key is the only one created.
     let refused = key_ready(&env, "team-b", "app", "False", "AccountNotAllowed").await;
     assert!(refused.status.unwrap().id.is_none());
+    // A refused namespace learns nothing of what others manage through the account: naming
+    // team-a's key by id, or by name, is the same refusal, not a conflict with its owner.
+    let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), "team-b");
+    create(
+        &keys,
+        &format!(
+            "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata:\n  name: by-id\n  namespace: team-b\n  annotations: {{mailtarget.co/external-id: \"{id}\"}}\nspec:\n  accountRef: {{name: shared}}\n  secretName: by-id-key\n"
+        ),
+    )
+    .await;
+    key_ready(&env, "team-b", "by-id", "False", "AccountNotAllowed").await;
+    let by_name = "  name: app\n  accountRef: {name: shared}\n";
+    api_key(&env, "team-b", "by-name", by_name).await;
+    key_ready(&env, "team-b", "by-name", "False", "AccountNotAllowed").await;
     assert_eq!(
         service_writes(&env.sim).len(),
         1,
