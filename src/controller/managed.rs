@@ -456,7 +456,12 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
         set_conditions(first.conditions_mut(), &outcome, generation);
         write_status(api, &name, &first, &revision).await?;
     }
-    let mut converged = match ctx.claims.owner(&ctx.accounts, obj, None) {
+    // A resource its account refuses outright is told so (converge's first check), not
+    // whether what it names is managed: it learns nothing through the account.
+    let rival = (ctx.accounts.may_claim(obj))
+        .then(|| ctx.claims.owner(&ctx.accounts, obj, None))
+        .flatten();
+    let mut converged = match rival {
         Some(owner) => Err(Failure::conflict(obj, owner.as_ref(), &old)),
         None => converge::converge(obj, ctx, &old, &revision).await,
     };
