@@ -430,6 +430,58 @@ async fn adoption_by_name_and_annotation() {
     env.stop().await;
 }
 
+/// A key first observed (`ObserveOnly`, its drift reported), then managed (`Full`: refused,
+/// `AlreadyExists`), then adopted (the annotation added, which changes no generation) is
+/// brought to its spec by the reconcile that adopts it, before `Ready` says it is in sync: the
+/// fields only the detail returns are read for an object the status does not yet describe as
+/// its own, not left to the next detail resync (an hour away here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_key_is_in_sync_when_ready_says_so() {
+    let env = Env::start_with(Options {
+        resync: Duration::from_secs(300),
+        ..Default::default()
+    })
+    .await;
+    let existing = env
+        .api
+        .create_api_key(&CreateApiKey {
+            name: Some("manual".into()),
+            permission_ids: Some(vec![1]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let keys: Api<ApiKey> = env.api();
+    create(&keys, "apiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: manual}\nspec: {permissionIds: [1, 2], secretName: manual-key, managementPolicy: ObserveOnly}\n").await;
+    let drift = |k: &ApiKey| {
+        (k.status.as_ref())
+            .is_some_and(|s| ready_is(k, &s.conditions, "False", Some("DriftDetected")))
+    };
+    wait_for(&keys, "manual", "DriftDetected", drift).await;
+    let full = json!({"spec": {"managementPolicy": "Full"}});
+    let patch = PatchParams::default();
+    keys.patch("manual", &patch, &Patch::Merge(&full))
+        .await
+        .unwrap();
+    wait_for(
+        &keys,
+        "manual",
+        "AlreadyExists",
+        stalled_because("AlreadyExists"),
+    )
+    .await;
+    let adopt = json!({"metadata": {"annotations": {"mailtarget.co/adoption-policy": "Adopt"}}});
+    keys.patch("manual", &patch, &Patch::Merge(&adopt))
+        .await
+        .unwrap();
+    let adopted = wait_for(&keys, "manual", "Ready", key_ready).await;
+    assert_eq!(adopted.status.unwrap().id, Some(existing.id));
+    let state = env.sim.snapshot();
+    let key = state.api_keys.iter().find(|k| k.id == existing.id).unwrap();
+    assert_eq!(key.permission_ids, [1, 2], "in sync when Ready says so");
+    env.stop().await;
+}
+
 /// A deleted Secret, and an altered one, are written again at once, not at the next resync
 /// (five minutes away here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
