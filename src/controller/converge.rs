@@ -203,13 +203,16 @@ async fn converge_placed<K: Managed>(
     let item = found.as_ref().map(|(item, _)| item);
     let key = object_uid(obj);
     // Fields only a read returns, when the plan compares them: read when the status does not
-    // hold them and the spec changed, and once per detail resync interval.
+    // hold them and the spec changed or the status describes another object (or none: one
+    // matched for the first time, adopted, say, which must be compared whole before Ready
+    // says it is in sync), and once per detail resync interval.
     let has_detail = item.is_some_and(|i| K::status_has_detail(&desired, old, i));
     let mut detail = None;
     if let Some((_, how)) = &found
         && K::needs_detail(&desired)
         && (ctx.details.due(&key, has_detail)
-            || (!has_detail && spec_changed(obj, old.observed_generation())))
+            || (!has_detail
+                && (old.id() != Some(how.id) || spec_changed(obj, old.observed_generation()))))
     {
         let read = K::Detail::read(api, how.id).await;
         detail = Some(read.map_err(|e| Failure::api(e, &format!("reading the {}", K::NOUN), old))?);
