@@ -547,8 +547,10 @@ where
             if obj.account_name() == AccountName::default_account()
                 && watched_ctx.accounts.has_flags_default()
             {
-                tracing::info!(
-                    "ClusterAccount \"default\" deleted: the account given by the operator's flags is used again"
+                // Access widens: the flags' `default` has no selectors (every namespace may use
+                // it, and adopt through it).
+                tracing::warn!(
+                    "ClusterAccount \"default\" deleted: the account given by the operator's flags is used again, which every namespace may use and adopt through (it has no namespace selectors); create the object again to restrict it"
                 );
             }
         }
