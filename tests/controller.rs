@@ -526,7 +526,7 @@ async fn secret_deleted_or_altered_is_restored() {
 }
 
 /// A change made at the API (a rename) is corrected by the periodic resync; an API object
-/// deleted out of band is created again.
+/// deleted out of band is created again, with a `Recreated` Warning naming both objects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_drift_is_corrected_by_resync() {
     let env = Env::start_with(Options {
@@ -567,6 +567,16 @@ async fn api_drift_is_corrected_by_resync() {
         k.status.as_ref().and_then(|s| s.id) == Some(new_id)
     })
     .await;
+    // The recreation is told apart from the first create (a series of its own, whose note
+    // names both keys), as a Warning: the key's value changed.
+    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
+    let recreated = common::wait_event(&events, "Recreated Warning", |e| {
+        e.reason.as_deref() == Some("Recreated") && e.type_.as_deref() == Some("Warning")
+    })
+    .await;
+    let note = recreated.note.unwrap_or_default();
+    let both = [format!("API key {id} "), format!("API key {new_id} ")];
+    assert!(both.iter().all(|k| note.contains(k.as_str())), "{note}");
     env.stop().await;
 }
 
