@@ -322,7 +322,7 @@ async fn converge_placed<K: Managed>(
         .iter()
         .filter(|r| r.outcome == StepOutcome::Done)
     {
-        step_event::<K>(ctx, obj, report, id, &plan, &status).await;
+        step_event::<K>(ctx, obj, report, (old.owned_id(), id), &plan, &status).await;
     }
     if let Some(e) = executed.error {
         // A failed step, else the read at the end.
@@ -516,22 +516,33 @@ fn failed_doing<K: ManagedKind>(action: &StepAction, outcome: &StepOutcome) -> O
     Some(format!("{verb} the {}", K::NOUN))
 }
 
-/// The Event of a step that was made.
+/// The Event of a step that was made on object `id` (`before`: the object the resource owned
+/// before this reconcile). A create that replaces an owned object gone at the service is a
+/// `Recreated` Warning naming both (its value, if it has one, is new), a series of its own:
+/// the events library (as client-go's) folds Events of one reason and action into the first
+/// one's series, note and all.
 async fn step_event<K: Managed>(
     ctx: &Context,
     obj: &K,
     report: &crate::engine::StepReport,
-    id: i64,
+    (before, id): (Option<i64>, i64),
     plan: &ResourcePlan<K>,
     status: &K::Status,
 ) {
     let noun = K::NOUN;
     let fields: Vec<&str> = report.step.sends.iter().map(|s| s.field).collect();
+    let name = K::natural_key(&plan.desired);
+    if let (StepAction::Create, Some(gone)) = (&report.step.action, before) {
+        let note = format!("{noun} {gone} is gone at the service: created {noun} {id} \"{name}\"");
+        ctx.event(obj, EventType::Warning, "Recreated", "Create", note)
+            .await;
+        return;
+    }
     let (reason, action, note) = match report.step.action {
         StepAction::Create => (
             "Created",
             "Create",
-            format!("created {noun} {id} \"{}\"", K::natural_key(&plan.desired)),
+            format!("created {noun} {id} \"{name}\""),
         ),
         StepAction::Update => (
             "Updated",
