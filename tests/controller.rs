@@ -483,7 +483,8 @@ async fn an_adopted_key_is_in_sync_when_ready_says_so() {
 }
 
 /// A deleted Secret, and an altered one, are written again at once, not at the next resync
-/// (five minutes away here).
+/// (five minutes away here), with a `SecretRestored` Event; a Secret under a new `secretName`
+/// is written without one (nothing was restored).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secret_deleted_or_altered_is_restored() {
     let env = Env::start_with(Options {
@@ -522,6 +523,30 @@ async fn secret_deleted_or_altered_is_restored() {
         "restored after tampering",
     )
     .await;
+    // Both restores are one series of two (the recorder folds Events of one reason).
+    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
+    let restores = |e: &k8s_openapi::api::events::v1::Event| {
+        (e.reason.as_deref() == Some("SecretRestored"))
+            .then(|| e.series.as_ref().map_or(1, |s| s.count))
+    };
+    common::wait_event(&events, "two SecretRestored", |e| restores(e) == Some(2)).await;
+
+    // A Secret written under a new secretName is a first write, not a restore: no Event says
+    // it was written again. Events are published before the status that ends the reconcile.
+    let moved = json!({"spec": {"secretName": "ci-key-2"}});
+    let patched = keys
+        .patch("ci", &PatchParams::default(), &Patch::Merge(&moved))
+        .await
+        .unwrap();
+    let generation = patched.metadata.generation;
+    wait_for(&keys, "ci", "the move reconciled", move |k: &ApiKey| {
+        key_ready(k) && k.status.as_ref().unwrap().observed_generation == generation
+    })
+    .await;
+    wait_secret_holds(&secrets, "ci-key-2", "apiKey", &value, "written").await;
+    let listed = events.list(&Default::default()).await.unwrap().items;
+    let counts: Vec<i32> = listed.iter().filter_map(restores).collect();
+    assert_eq!(counts, [2], "no third restore: {listed:?}");
     env.stop().await;
 }
 
