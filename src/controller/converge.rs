@@ -367,7 +367,11 @@ async fn converge_placed<K: Managed>(
                         Integrity::Intact => None,
                         Integrity::Broken { current } => Some(current),
                     };
-                    let recorded = old.owned_id().is_some();
+                    // A restore: the object was the resource's before, and the Secret's name
+                    // too (a missing Secret after a spec change may be under a new name).
+                    let recorded = old.owned_id().is_some()
+                        && (current.as_ref().is_some_and(Option::is_some)
+                            || !spec_changed(obj, old.observed_generation()));
                     write_secret(ctx, obj, value, current, (recorded, takes_over), &status).await?;
                 }
             }
