@@ -120,7 +120,7 @@ pub fn rename_taken<K: ManagedKind>(
     let other = holders.into_iter().find(|id| *id != found)?;
     let (noun, key) = (K::NOUN, K::natural_key(d));
     Some(format!(
-        "\"{key}\" is taken by {noun} {other} (the service allows a name once, compared without case), so {noun} {found} cannot be renamed to it; choose another name, or rename {noun} {other} first (in an earlier apply)"
+        "\"{key}\" is taken by {noun} {other} (the service allows a name once, compared without case), so {noun} {found} cannot be renamed to it; choose another name, or rename {noun} {other} first (the rename into its name is planned once the name is free)"
     ))
 }
 
