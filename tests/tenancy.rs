@@ -1076,10 +1076,12 @@ async fn each_tenant_works_inside_its_own_sub_account() {
 /// platform namespace use it, and the teams' objects are placed inside their sub accounts by
 /// SubAccounts of that namespace. The teams' keys and domains are the platform's use of the
 /// account, inside the sub account its SubAccount lets them into (with that sub account's
-/// credential): they converge. A team's own use of the account is refused, with no call: a
-/// company-level key of its own (`AccountNotAllowed`), and a reference to a SubAccount that
-/// does not let it in (`ReferenceNotAllowed`); the keys inside hold their claims against a
-/// second resource for one of them (`ConflictingOwner`).
+/// credential): they converge. A team's own use of the account is refused alike, with no call
+/// and no claim (`AccountNotAllowed` for its own namespace, telling nothing else): a
+/// company-level key of its own, a key through a SubAccount that does not let it in (squatting
+/// another team's name, which that team then gets), a domain through a namespace that does not
+/// exist. The keys inside hold their claims against a second resource for one of them
+/// (`ConflictingOwner`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside() {
     let env = env().await;
@@ -1090,41 +1092,57 @@ async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside
     cluster_account(&env, &env.sim, "default", common::KEY, platform_only).await;
     apply_example(&env, "10-platform.yaml").await;
     apply_example(&env, "20-team-a.yaml").await;
+    ready::<ApiKey>(&env, "team-a", "sender", "True", "Available").await;
+
+    // Team a's own uses of the account: a company-level key; a key squatting the name of team
+    // b's key still to come, through team b's SubAccount, which does not let it in; a domain
+    // through a SubAccount of a namespace that does not exist. Each is its own namespace's use,
+    // refused alike (it learns nothing of the others), with no call, and claims nothing.
+    env.sim.clear_request_log();
+    api_key(&env, "team-a", "company-level", "").await;
+    let squat = "  name: team-b-sender\n  subAccountRef: {name: tenant-b, namespace: platform}\n";
+    api_key(&env, "team-a", "squat", squat).await;
+    let domains: Api<SendingDomain> = Api::namespaced(env.kube.clone(), "team-a");
+    create(
+        &domains,
+        "apiVersion: mailtarget.co/v1alpha1\nkind: SendingDomain\nmetadata: {name: nowhere, namespace: team-a}\nspec:\n  domain: corp.example.com\n  subAccountRef: {name: any, namespace: nowhere}\n",
+    )
+    .await;
+    let mut messages = Vec::new();
+    for name in ["company-level", "squat"] {
+        let refused = key_ready(&env, "team-a", name, "False", "AccountNotAllowed").await;
+        messages.push(ready_message(&refused));
+    }
+    let nowhere: SendingDomain =
+        ready(&env, "team-a", "nowhere", "False", "AccountNotAllowed").await;
+    let condition = (nowhere.status.unwrap().conditions.into_iter())
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    messages.push(condition.message);
+    assert!(messages.iter().all(|m| *m == messages[0]), "{messages:?}");
+    assert!(messages[0].contains("\"team-a\""), "{messages:?}");
+    let asked = resource_requests(&env.sim);
+    assert!(asked.is_empty(), "no call for a refused use: {asked:?}");
+
+    // Team b's objects converge inside its sub account: the squat holds no claim.
     apply_example(&env, "20-team-b.yaml").await;
     for team in ["team-a", "team-b"] {
         ready::<ApiKey>(&env, team, "sender", "True", "Available").await;
         ready::<SendingDomain>(&env, team, "mail", "True", "Verified").await;
     }
     let state = env.sim.snapshot();
-    let sender = (state.api_keys.iter()).find(|k| k.name == "team-a-sender");
-    let tenant_a = (state.sub_accounts.iter()).find(|s| s.name == "tenant-a");
-    assert_eq!(
-        sender.unwrap().sub_account_id,
-        tenant_a.unwrap().id,
-        "inside its sub account"
-    );
+    for team in ["a", "b"] {
+        let sender = (state.api_keys.iter()).find(|k| k.name == format!("team-{team}-sender"));
+        let tenant = (state.sub_accounts.iter()).find(|s| s.name == format!("tenant-{team}"));
+        assert_eq!(
+            sender.unwrap().sub_account_id,
+            tenant.unwrap().id,
+            "team {team}'s key inside its sub account"
+        );
+    }
 
-    env.sim.clear_request_log();
-    api_key(&env, "team-a", "company-level", "").await;
-    let refused = key_ready(
-        &env,
-        "team-a",
-        "company-level",
-        "False",
-        "AccountNotAllowed",
-    )
-    .await;
-    let message = ready_message(&refused);
-    assert!(message.contains("\"team-a\""), "{message}");
-    api_key(
-        &env,
-        "team-a",
-        "reach",
-        "  subAccountRef: {name: tenant-b, namespace: platform}\n",
-    )
-    .await;
-    key_ready(&env, "team-a", "reach", "False", "ReferenceNotAllowed").await;
     // The team's keys inside hold their claims: a second resource for one of them conflicts.
+    env.sim.clear_request_log();
     api_key(
         &env,
         "team-a",
@@ -1136,7 +1154,7 @@ async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside
     let writes = service_writes(&env.sim);
     assert!(writes.is_empty(), "no write for a refused use: {writes:?}");
     let secrets: Api<Secret> = Api::namespaced(env.kube.clone(), "team-a");
-    for name in ["company-level-key", "reach-key", "twin-key"] {
+    for name in ["company-level-key", "squat-key", "twin-key"] {
         assert!(secrets.get_opt(name).await.unwrap().is_none(), "{name}");
     }
     env.stop().await;
