@@ -1408,7 +1408,8 @@ async fn accounts_follow_their_namespace_selector() {
 /// A ClusterAccount that only the platform namespace may use still serves a team's keys placed
 /// inside a sub account by a SubAccount of that namespace (the platform's use of the account,
 /// with the sub account's credential), as a cluster decides it; the team's own key outside any
-/// sub account is `AccountNotAllowed`, and nothing is called.
+/// sub account, and another team's key through a SubAccount that does not let it in, are
+/// `AccountNotAllowed` for their own namespace, and nothing is called.
 #[tokio::test]
 async fn a_platform_only_account_serves_the_tenants_inside() {
     let sim = simulator().await;
@@ -1431,7 +1432,10 @@ async fn a_platform_only_account_serves_the_tenants_inside() {
     assert_eq!(sender.unwrap().sub_account_id, tenant.unwrap().id);
 
     let own = "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: own, namespace: team-a}\nspec:\n  accountRef: {name: billing}\n  secretName: own-key\n";
-    std::fs::write(&file, inside + own).unwrap();
+    // Through a SubAccount that does not let it in, team b's key is its own namespace's use of
+    // the account: refused alike, naming its namespace only.
+    let squat = "---\napiVersion: mailtarget.co/v1alpha1\nkind: ApiKey\nmetadata: {name: squat, namespace: team-b}\nspec:\n  accountRef: {name: billing}\n  subAccountRef: {name: tenant-a, namespace: platform}\n  secretName: squat-key\n";
+    std::fs::write(&file, inside + own + squat).unwrap();
     sim.clear_request_log();
     let out = run_binary(
         &["apply", "-f", f, "--account", &account, "-o", "json"],
@@ -1450,6 +1454,12 @@ async fn a_platform_only_account_serves_the_tenants_inside() {
         entry("own")["error"]
             .to_string()
             .contains("AccountNotAllowed"),
+        "{doc}"
+    );
+    let squatted = entry("squat")["error"].to_string();
+    assert!(squatted.contains("AccountNotAllowed"), "{doc}");
+    assert!(
+        squatted.contains("namespace \\\"team-b\\\"") && !squatted.contains("platform"),
         "{doc}"
     );
     assert!(entry("sender")["error"].is_null(), "{doc}");
