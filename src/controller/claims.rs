@@ -212,7 +212,8 @@ impl Claims {
         // Called in reconciles of `K` only, which kube starts once this store holds its first
         // list.
         let store = K::store(self)?;
-        owner_among(obj, id, store.state(), |o| accounts.may_claim(o))
+        let subs = self.sub_accounts.get();
+        owner_among(obj, id, store.state(), |o| accounts.may_claim(o, subs))
     }
 }
 

@@ -644,9 +644,9 @@ async fn usage_of<K: Managed>(
         cleanup: obj.meta().deletion_timestamp.is_some(),
     };
     let namespace = obj.namespace().unwrap_or_default();
-    let host = super::accounts::usage::host_namespace(obj);
+    let host = ctx.accounts.host_of(obj, ctx.claims.sub_accounts.get());
     ctx.accounts
-        .usage((&namespace, &host), obj.account_ref(), needs)
+        .usage((&namespace, host.as_deref()), obj.account_ref(), needs)
         .await
 }
 

@@ -458,7 +458,7 @@ async fn apply<K: Managed>(obj: &K, ctx: &Context, api: &Api<K>) -> Result<Actio
     }
     // A resource its account refuses outright is told so (converge's first check), not
     // whether what it names is managed: it learns nothing through the account.
-    let rival = (ctx.accounts.may_claim(obj))
+    let rival = (ctx.accounts.may_claim(obj, ctx.claims.sub_accounts.get()))
         .then(|| ctx.claims.owner(&ctx.accounts, obj, None))
         .flatten();
     let mut converged = match rival {

@@ -218,7 +218,9 @@ fn refuse_observed(
             other.uid() != sub.uid()
                 && other.writes()
                 && other.recorded_id() == Some(id)
-                && ctx.accounts.may_claim(other.as_ref())
+                && ctx
+                    .accounts
+                    .may_claim(other.as_ref(), ctx.claims.sub_accounts.get())
                 && super::claims::account_of(other.as_ref()) == usage.name
         })
     });

@@ -36,20 +36,27 @@ pub fn own_sub_account(
     (own.sub_account_id != crate::api::COMPANY_SUB_ACCOUNT_ID).then_some(own.sub_account_id)
 }
 
-/// The namespace whose use of its account a resource of namespace `own` is, for both front
-/// ends (product design, "Accounts and tenancy"): the namespace of the SubAccount its
-/// `spec.subAccountRef` (`reference`) names, when it names one, else `own`. An account's
-/// `spec.namespaceSelector` is asked of it.
+/// The namespace of the SubAccount that hosts a resource of namespace `own` in its account, for
+/// both front ends (product design, "Accounts and tenancy"): the namespace of the SubAccount
+/// its `spec.subAccountRef` (`reference`) names in another namespace, when that SubAccount
+/// lets `own` place objects inside (`lets_in(namespace, name)`: its `spec.allowedNamespaces`
+/// selects `own`). `None` otherwise: not placed in another namespace, or not let in.
 ///
-/// A resource placed inside a sub account calls only inside it, with that sub account's
-/// credential, so the service itself keeps it there: the SubAccount's namespace uses the
-/// account for it, and the SubAccount's `spec.allowedNamespaces` says which namespaces may
-/// place objects inside (checked before any call). So a platform namespace alone may use a
-/// company account while the teams' objects live inside their sub accounts; a team's own use
-/// of the account (an object outside any sub account) stays its own namespace's. Adoption is
-/// still asked of `own`.
-pub fn host_namespace<'a>(own: &'a str, reference: Option<&'a SubAccountReference>) -> &'a str {
-    reference.map_or(own, |r| r.namespace_or(own))
+/// A resource so hosted calls only inside the sub account, with that sub account's credential,
+/// so the service itself keeps it there: an account's `spec.namespaceSelector` lets it through
+/// when it selects `own` or the host. So a platform namespace alone may use a company account
+/// while the teams' objects live inside their sub accounts; a team's own use of the account
+/// (an object outside any sub account, or through a SubAccount that does not let it in) stays
+/// its own namespace's, refused without telling it anything of the host. Adoption is still
+/// asked of `own`.
+pub fn host_namespace<'a>(
+    own: &str,
+    reference: Option<&'a SubAccountReference>,
+    lets_in: impl FnOnce(&str, &str) -> bool,
+) -> Option<&'a str> {
+    let reference = reference?;
+    let namespace = reference.namespace.as_deref()?;
+    (namespace != own && lets_in(namespace, &reference.name)).then_some(namespace)
 }
 
 /// The name of the key the operator calls with inside `r`'s sub account:

@@ -13,7 +13,8 @@ use crate::crd::{ApiKey, SendingDomain, SubAccount};
 use crate::text::{MAX_LINE_CHARS, printable};
 
 pub use read::{
-    ACCOUNT_KIND, DEFAULT_ACCOUNT_KIND, ManifestSet, NOT_OURS, STDIN, load, load_str, load_with,
+    ACCOUNT_KIND, DEFAULT_ACCOUNT_KIND, ManifestSet, NOT_OURS, STDIN, Selectors, load, load_str,
+    load_with,
 };
 
 /// Where a document came from: its file and its 1-based position among the file's documents.

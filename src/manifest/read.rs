@@ -27,9 +27,39 @@ pub struct ManifestSet {
     /// Account), their connection and where they were read. A name is there once: a second
     /// definition is an error.
     pub accounts: Vec<(String, crate::crd::AccountConnection, Source)>,
-    /// The `spec.namespaceSelector` of each ClusterAccount among the documents that sets one,
-    /// by name: the namespaces whose resources may use it.
-    pub namespace_selectors: Vec<(String, LabelSelector)>,
+    /// Who may use what among the documents: the ClusterAccounts' namespace selectors and the
+    /// SubAccounts' `spec.allowedNamespaces`.
+    pub namespace_selectors: Selectors,
+}
+
+/// Who may use what, as the manifests say it (product design, "Accounts and tenancy"), for the
+/// CLI's account checks ([`crate::offline::guards::account_allows`]).
+#[derive(Clone, Debug, Default)]
+pub struct Selectors {
+    /// The `spec.namespaceSelector` of each ClusterAccount that sets one, by name: the
+    /// namespaces whose resources may use it.
+    pub accounts: Vec<(String, LabelSelector)>,
+    /// The `spec.allowedNamespaces` of each SubAccount that sets one, by `(namespace, name)`:
+    /// the namespaces whose resources it lets in.
+    pub sub_accounts: Vec<((String, String), LabelSelector)>,
+}
+
+impl Selectors {
+    /// Records the `spec.allowedNamespaces` of the SubAccounts among `resources`.
+    fn note_sub_accounts(&mut self, resources: &[Loaded]) {
+        self.sub_accounts = (resources.iter())
+            .filter_map(|l| match &l.resource {
+                Resource::SubAccount(s) => Some((
+                    (
+                        l.resource.namespace().to_owned(),
+                        l.resource.name().to_owned(),
+                    ),
+                    s.spec.allowed_namespaces.clone()?,
+                )),
+                _ => None,
+            })
+            .collect();
+    }
 }
 
 /// Why a document of another API group is skipped.
@@ -101,6 +131,7 @@ pub fn load_with(paths: &[PathBuf], accounts: &[String]) -> Result<ManifestSet, 
             ),
         });
     }
+    set.namespace_selectors.note_sub_accounts(&set.resources);
     check_cross_document(&set.resources, &set.namespace_selectors, &mut errors);
     check_accounts(&set.resources, accounts, &mut errors);
     if errors.is_empty() {
@@ -158,6 +189,7 @@ pub fn load_str(name: &str, text: &str) -> Result<ManifestSet, ManifestErrors> {
     let mut set = ManifestSet::default();
     let mut errors = Vec::new();
     read_stream(Path::new(name), text, &mut set, &mut errors);
+    set.namespace_selectors.note_sub_accounts(&set.resources);
     check_cross_document(&set.resources, &set.namespace_selectors, &mut errors);
     check_accounts(&set.resources, &[], &mut errors);
     if errors.is_empty() {
@@ -523,7 +555,7 @@ fn read_document(
                 set.accounts
                     .push((name.to_string(), connection, source.clone()));
                 if let Some(selector) = &account.spec.namespace_selector {
-                    (set.namespace_selectors).push((name.to_string(), selector.clone()));
+                    (set.namespace_selectors.accounts).push((name.to_string(), selector.clone()));
                 }
                 crate::engine::validate::cluster_account(&account.spec)
             }
@@ -627,7 +659,7 @@ fn typed<T: serde::de::DeserializeOwned>(doc: &Value) -> Result<T, (String, Stri
 /// its refusal.
 fn check_cross_document(
     resources: &[Loaded],
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
     errors: &mut Vec<ManifestError>,
 ) {
     let allowed: HashMap<(&str, &str), Option<&LabelSelector>> = (resources.iter())

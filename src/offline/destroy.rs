@@ -6,8 +6,6 @@
 //! two resources matching one object fail the run before any write. Runs in the reverse of
 //! `apply`'s order: domains and keys first, then sub accounts.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-
 use super::apply::{ApplyReport, Outcome, apply_one, failed, not_run, outcome};
 use super::inside::{Inside, PlannedSubAccount, placed_in};
 use super::plan::{Entry, OfflinePlan, Step, entry_of};
@@ -16,7 +14,7 @@ use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::{ManagedKind, ManagedResource, StepAction};
 use crate::files::SafeDir;
-use crate::manifest::{Loaded, Resource};
+use crate::manifest::{Loaded, Resource, Selectors};
 
 /// Plans the deletion of every resource of `resources` against the account (the three lists,
 /// no other read).
@@ -27,7 +25,7 @@ use crate::manifest::{Loaded, Resource};
 pub async fn plan(
     client: &Client,
     resources: &[Loaded],
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
 ) -> Result<OfflinePlan, ApiError> {
     let inventory = &super::guards::inventory_for(client, resources, selectors).await?;
     let mut entries: Vec<Entry> = resources.iter().map(entry_of).collect();

@@ -17,7 +17,7 @@ use super::inside::Inside;
 use super::plan::{Entry, Step};
 use crate::crd::{ANNOTATION_ADOPTION_POLICY, AdoptionPolicy};
 use crate::engine::inventory::Inventory;
-use crate::manifest::{Loaded, Resource};
+use crate::manifest::{Loaded, Resource, Selectors};
 
 /// Plan action of a paused resource.
 pub const PAUSED: &str = "paused";
@@ -37,7 +37,7 @@ pub(crate) fn apply(
     steps: &mut [Step],
     resources: &[Resource],
     inside: &[Option<Inside>],
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
 ) {
     for ((e, step), r) in entries.iter_mut().zip(steps.iter_mut()).zip(resources) {
         if e.error.is_some() {
@@ -231,39 +231,41 @@ pub(crate) fn reference_allowed(
 
 /// Whether `r` may use its ClusterAccount, as a cluster decides it with the account's
 /// `spec.namespaceSelector` (product design, "Accounts and tenancy": unset selects every
-/// namespace), among the manifests' selectors (`selectors`, by account name), knowing of the
-/// namespace only its name label ([`selects`]). The namespace asked is the one whose use of the
-/// account `r` is: its SubAccount's, for a resource placed inside a sub account (calls made
-/// there with the sub account's credential; that SubAccount's `spec.allowedNamespaces` lets
-/// `r`'s namespace in, [`reference_allowed`]), else its own
-/// ([`crate::engine::placement::host_namespace`]). `Ok(None)`: it may;
-/// `Ok(Some(note))`: only if the namespace's other labels match. A resource refused so holds
-/// no claim on any object.
+/// namespace), among the manifests' selectors (`selectors`), knowing of a namespace only its
+/// name label ([`selects`]): the selector must select `r`'s namespace, or that of a SubAccount
+/// of the manifests hosting it ([`crate::engine::placement::host_namespace`]: one of another
+/// namespace whose `spec.allowedNamespaces` lets `r`'s namespace in, as
+/// [`reference_allowed`] decides it). `Ok(None)`: it may; `Ok(Some(note))`: only if the
+/// namespaces' other labels match. A resource refused so holds no claim on any object.
 ///
-/// Errors: for people, why a cluster refuses it (`AccountNotAllowed`).
+/// Errors: for people, why a cluster refuses it (`AccountNotAllowed`, naming `r`'s namespace
+/// only, as a cluster does).
 pub(crate) fn account_allows(
     r: &Resource,
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
 ) -> Result<Option<String>, String> {
     // An Account (named `namespace/name`) serves its namespace only: no selector names it.
     let account = super::accounts::of(r);
-    let Some((_, selector)) = selectors.iter().find(|(n, _)| *n == account) else {
+    let Some((_, selector)) = (selectors.accounts.iter()).find(|(n, _)| *n == account) else {
         return Ok(None);
     };
     let own = r.namespace();
-    let host = crate::engine::placement::host_namespace(own, r.sub_account_ref());
-    let whose = if host == own {
-        ""
-    } else {
-        ", which holds the SubAccount it is placed in"
+    let lets_in = |namespace: &str, name: &str| {
+        let mut hosts = selectors.sub_accounts.iter();
+        let allowed = hosts.find(|((n, m), _)| n == namespace && m == name);
+        allowed.is_some_and(|(_, s)| selects(s, own) != Selected::No)
     };
-    match selects(selector, host) {
-        Selected::Yes => Ok(None),
-        Selected::No => Err(format!(
-            "AccountNotAllowed: ClusterAccount \"{account}\" does not let namespace \"{host}\"{whose} use it (its spec.namespaceSelector does not select it by name): in a cluster nothing would be called. Use another account, or select the namespace there"
+    let host = crate::engine::placement::host_namespace(own, r.sub_account_ref(), lets_in);
+    let by_own = selects(selector, own);
+    let by_host = host.map(|h| selects(selector, h));
+    match (by_own, by_host) {
+        (Selected::Yes, _) | (_, Some(Selected::Yes)) => Ok(None),
+        (Selected::No, None | Some(Selected::No)) => Err(format!(
+            "AccountNotAllowed: ClusterAccount \"{account}\" does not let namespace \"{own}\" use it (its spec.namespaceSelector does not select it by name): in a cluster nothing would be called. Use another account, or select the namespace there"
         )),
-        Selected::IfLabelsMatch => Ok(Some(format!(
-            "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{host}\"{whose} match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)"
+        _ => Ok(Some(format!(
+            "in a cluster, ClusterAccount \"{account}\" is usable only if the labels of namespace \"{}\" match its spec.namespaceSelector (the CLI knows a namespace by its {NAMESPACE_NAME_LABEL} label only)",
+            host.unwrap_or(own)
         ))),
     }
 }
@@ -271,7 +273,7 @@ pub(crate) fn account_allows(
 /// Why `loaded` is refused outright, before anything of its account is read: its ClusterAccount
 /// does not let its namespace use it ([`account_allows`]), and it is not paused (a paused
 /// resource is left alone before any account is used, as in a cluster). `None`: it is planned.
-pub(crate) fn refused(loaded: &Loaded, selectors: &[(String, LabelSelector)]) -> Option<String> {
+pub(crate) fn refused(loaded: &Loaded, selectors: &Selectors) -> Option<String> {
     let r = &loaded.resource;
     (!r.is_paused())
         .then(|| account_allows(r, selectors).err())
@@ -299,7 +301,7 @@ pub(crate) fn scope_refusal(loaded: &Loaded, own_sub_account: Option<i64>) -> Op
 /// its account, or [`scope_refusal`] through a sub account's key (`own_sub_account`).
 pub(crate) fn refusal(
     loaded: &Loaded,
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
     own_sub_account: Option<i64>,
 ) -> Option<String> {
     refused(loaded, selectors).or_else(|| scope_refusal(loaded, own_sub_account))
@@ -312,7 +314,7 @@ pub(crate) fn refusal(
 pub(crate) async fn inventory_for(
     client: &crate::api::Client,
     resources: &[Loaded],
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
 ) -> Result<Inventory, crate::api::ApiError> {
     let all_refused =
         !resources.is_empty() && (resources.iter()).all(|l| refused(l, selectors).is_some());
@@ -325,11 +327,7 @@ pub(crate) async fn inventory_for(
 /// Notes each resource whose account's selector the CLI cannot decide ([`account_allows`]).
 /// Refused resources were planned as such, with no call ([`refused`]); a paused resource is
 /// left alone before any account is used, as in a cluster.
-fn selector_notes(
-    entries: &mut [Entry],
-    resources: &[Resource],
-    selectors: &[(String, LabelSelector)],
-) {
+fn selector_notes(entries: &mut [Entry], resources: &[Resource], selectors: &Selectors) {
     let rows = entries.iter_mut().zip(resources);
     for (e, r) in rows.filter(|(e, _)| e.action != PAUSED) {
         e.notes.extend(account_allows(r, selectors).ok().flatten());

@@ -1,7 +1,6 @@
 //! Building the plan: one [`Entry`] per resource, from the manifests and the account.
 
 use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Serialize;
 
 use crate::api::{ApiError, Client};
@@ -10,7 +9,7 @@ use crate::engine::driver::{self, PlanError, ResourcePlan};
 use crate::engine::inventory::Inventory;
 use crate::engine::{FieldChange, MatchedBy, natural_key, placement};
 use crate::engine::{ManagedKind, ManagedResource, Step as EngineStep};
-use crate::manifest::{Loaded, Resource};
+use crate::manifest::{Loaded, Resource, Selectors};
 
 use super::inside::{Inside, PlannedSubAccount, placed_in};
 
@@ -344,7 +343,7 @@ fn planned<K: ManagedKind>(
 pub async fn build(
     client: &Client,
     resources: &[Loaded],
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
 ) -> Result<OfflinePlan, ApiError> {
     let inventory = super::guards::inventory_for(client, resources, selectors).await?;
     build_with(client, resources, &inventory, selectors).await
@@ -357,7 +356,7 @@ pub(crate) async fn build_with(
     client: &Client,
     resources: &[Loaded],
     inventory: &Inventory,
-    selectors: &[(String, LabelSelector)],
+    selectors: &Selectors,
 ) -> Result<OfflinePlan, ApiError> {
     let mut entries = vec![Entry::default(); resources.len()];
     let mut steps = vec![Step::Invalid; resources.len()];

@@ -5,8 +5,9 @@
 //! its account is checked, not at its next resync.
 //!
 //! Likewise for a Namespace the operator's cache receives or sees relabelled: the resources of
-//! that namespace are reconciled again, so that one that waited for the namespace to reach the
-//! cache (to evaluate a selector on its labels) goes on at once.
+//! that namespace, and those placed inside a SubAccount of it (which may host them in its
+//! account), are reconciled again, so that one that waited for the namespace to reach the cache
+//! (to evaluate a selector on its labels) goes on at once.
 
 use std::sync::Mutex;
 
@@ -56,7 +57,12 @@ impl AccountRegistry {
                         Changed::Account(name) => {
                             account_name(&namespace, r.account_ref()) == *name
                         }
-                        Changed::Namespace(name) => namespace == *name,
+                        // A resource a SubAccount of that namespace may host, too.
+                        Changed::Namespace(name) => {
+                            namespace == *name
+                                || (r.sub_account_ref())
+                                    .is_some_and(|s| s.namespace.as_deref() == Some(name))
+                        }
                     }
                 })
                 .map(|r| ObjectRef::from_obj(r.as_ref()))

@@ -5,11 +5,11 @@
 //! - `spec.accountRef` names a ClusterAccount (default kind) or an Account of the resource's
 //!   namespace; unset, ClusterAccount `default`, which the operator's flags stand in for while
 //!   no such object exists.
-//! - A ClusterAccount whose `namespaceSelector` does not match the namespace that uses it
-//!   refuses the resource: `Stalled`, reason `AccountNotAllowed`, before any call (and whatever
-//!   the account's readiness, so a refused namespace learns nothing about the account). That
-//!   namespace is the resource's own, or, for a resource placed inside a sub account, the
-//!   namespace of the SubAccount it names ([`placement::host_namespace`]).
+//! - A ClusterAccount whose `namespaceSelector` matches neither the resource's namespace nor
+//!   that of a SubAccount hosting it ([`placement::host_namespace`]: one of another namespace
+//!   that lets the resource's namespace in) refuses it: `Stalled`, reason `AccountNotAllowed`,
+//!   naming the resource's namespace only, before any call (and whatever the account's
+//!   readiness, so a refused namespace learns nothing about the account or the host).
 //! - An account that does not exist or whose last check failed: `Reconciling`, reason
 //!   `AccountNotReady`, naming the account and its `Ready` reason; the resource is reconciled
 //!   again when the account's check changes.
@@ -106,11 +106,26 @@ pub struct Needs {
     pub cleanup: bool,
 }
 
-/// The namespace whose use of its account `obj` is ([`placement::host_namespace`]): its
-/// SubAccount's when it is placed inside a sub account, else its own.
-pub fn host_namespace<K: crate::engine::ManagedResource>(obj: &K) -> String {
-    let own = obj.meta().namespace.as_deref().unwrap_or_default();
-    placement::host_namespace(own, obj.sub_account_ref()).to_string()
+impl AccountRegistry {
+    /// The namespace of the SubAccount that hosts `obj` in its account
+    /// ([`placement::host_namespace`]), as the caches show it: the SubAccount `subs` holds is
+    /// in another namespace, and its `spec.allowedNamespaces` selects `obj`'s (both namespaces
+    /// in the Namespace cache). `None` otherwise, or before the caches are listed.
+    pub fn host_of<K: crate::engine::ManagedResource>(
+        &self,
+        obj: &K,
+        subs: Option<&kube::runtime::reflector::Store<crate::crd::SubAccount>>,
+    ) -> Option<String> {
+        let own = obj.meta().namespace.as_deref().unwrap_or_default();
+        let lets_in = |namespace: &str, name: &str| {
+            let sub = subs.and_then(|s| s.get(&ObjectRef::new(name).within(namespace)));
+            let selector = sub
+                .as_ref()
+                .and_then(|s| s.spec.allowed_namespaces.as_ref());
+            selector.is_some_and(|s| self.namespace_selected(s, own) == Some(true))
+        };
+        placement::host_namespace(own, obj.sub_account_ref(), lets_in).map(str::to_owned)
+    }
 }
 
 /// True when `obj` asks to take over an object it does not own (`owned`: the id it owns): an
@@ -143,8 +158,9 @@ pub fn account_name(namespace: &str, account_ref: Option<&AccountReference>) -> 
 impl AccountRegistry {
     /// The account a resource of `namespace` with `account_ref` is reconciled through, and
     /// whether it may be, given what the resource `needs` (see the module documentation);
-    /// `host` is the namespace whose use of the account it is ([`host_namespace`]), which the
-    /// account's `namespaceSelector` must select. Adoption is asked of `namespace`.
+    /// `host`: the namespace of the SubAccount hosting it ([`Self::host_of`]), which the
+    /// account's `namespaceSelector` may select instead of `namespace`. Adoption is asked of
+    /// `namespace`.
     /// Makes no API call; waits at most `FIRST_LIST_WAIT` once, for the first lists of the
     /// ClusterAccount, Account and Namespace caches, and at most as long for the first check
     /// of an account just created.
@@ -152,7 +168,7 @@ impl AccountRegistry {
     /// Errors: a [`Refusal`] saying why not.
     pub async fn usage(
         &self,
-        (namespace, host): (&str, &str),
+        (namespace, host): (&str, Option<&str>),
         account_ref: Option<&AccountReference>,
         needs: Needs,
     ) -> Result<Usage, Refusal> {
@@ -239,11 +255,16 @@ impl AccountRegistry {
     }
 
     /// False when the account `obj` names refuses it outright, so that it can hold no claim
-    /// against other resources (see [`crate::controller::claims`]): its namespace may not use
-    /// the ClusterAccount, or it asks to adopt (annotation, or an external-id it does not own)
-    /// where the namespace may not. A resource refused so never writes, and must not keep
+    /// against other resources (see [`crate::controller::claims`]): neither its namespace nor
+    /// that of a SubAccount hosting it (`subs`: the SubAccounts, [`Self::host_of`]) may use the
+    /// ClusterAccount, or it asks to adopt (annotation, or an external-id it does not own)
+    /// where its namespace may not. A resource refused so never writes, and must not keep
     /// another namespace's resource from the object it claims.
-    pub fn may_claim<K>(&self, obj: &K) -> bool
+    pub fn may_claim<K>(
+        &self,
+        obj: &K,
+        subs: Option<&kube::runtime::reflector::Store<crate::crd::SubAccount>>,
+    ) -> bool
     where
         K: crate::engine::ManagedResource,
     {
@@ -259,52 +280,47 @@ impl AccountRegistry {
         else {
             return true;
         };
-        let host = host_namespace(obj);
         // Not known yet: no verdict, so no claim is dropped.
-        if !self.namespace_cached(&namespace) || !self.namespace_cached(&host) {
+        if !self.namespace_cached(&namespace) {
             return true;
         }
-        if !self.namespace_may_use(&account, &host) {
+        let host = self.host_of(obj, subs);
+        if !self.may_use(&account, &namespace, host.as_deref()) {
             return false;
         }
         let owned = obj.recorded_id();
         !asks_to_adopt(obj, owned) || self.namespace_may_adopt(&account, &namespace)
     }
 
-    /// Why ClusterAccount `account` (named `name`) refuses a resource of `namespace` that
-    /// `host` uses it for ([`host_namespace`]) by its selectors, before anything else is looked
-    /// at: a wait while either namespace is not in the cache (a selector cannot be evaluated on
-    /// it yet), else `AccountNotAllowed` when its `namespaceSelector` does not match `host`.
+    /// True when ClusterAccount `account` lets a resource of `namespace`, hosted by a
+    /// SubAccount of namespace `host` if any ([`Self::host_of`]), use it: its
+    /// `namespaceSelector` selects either.
+    fn may_use(&self, account: &ClusterAccount, namespace: &str, host: Option<&str>) -> bool {
+        self.namespace_may_use(account, namespace)
+            || host.is_some_and(|h| self.namespace_may_use(account, h))
+    }
+
+    /// Why ClusterAccount `account` (named `name`) refuses a resource of `namespace` (hosted by
+    /// a SubAccount of namespace `host`, if any) by its selectors, before anything else is
+    /// looked at: a wait while `namespace` is not in the cache (a selector cannot be evaluated
+    /// on it yet), else `AccountNotAllowed` when its `namespaceSelector` matches neither
+    /// namespace. The refusal names `namespace` only: the resource learns nothing of the host.
     fn selector_refusal(
         &self,
         name: &AccountName,
         account: &crate::crd::ClusterAccount,
-        (namespace, host): (&str, &str),
+        (namespace, host): (&str, Option<&str>),
     ) -> Option<Refusal> {
         let has_selector = account.spec.namespace_selector.is_some()
             || account.spec.adoption_namespace_selector.is_some();
-        let uncached = [namespace, host]
-            .into_iter()
-            .find(|n| !self.namespace_cached(n));
-        if let Some(uncached) = uncached.filter(|_| has_selector) {
+        if has_selector && !self.namespace_cached(namespace) {
             return Some(Refusal::waiting(format!(
-                "namespace \"{uncached}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
+                "namespace \"{namespace}\" is not in the operator's cache yet, so {name}'s namespace selectors cannot be evaluated; nothing is called"
             )));
         }
-        if self.namespace_may_use(account, host) {
-            return None;
-        }
-        let whose = if host == namespace {
-            String::new()
-        } else {
-            ", which holds the SubAccount this resource is placed in".to_string()
-        };
-        Some(Refusal::stalled(
-            "AccountNotAllowed",
-            format!(
-                "{name} does not allow resources of namespace \"{host}\"{whose} (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
-            ),
-        ))
+        (!self.may_use(account, namespace, host)).then(|| Refusal::stalled("AccountNotAllowed", format!(
+                "{name} does not allow resources of namespace \"{namespace}\" (its spec.namespaceSelector); nothing is called. Ask the platform team to allow the namespace, or name another account in spec.accountRef"
+            )))
     }
 
     /// [`AccountRegistry::resolve`], waiting (at most [`FIRST_LIST_WAIT`]) while the account
@@ -401,30 +417,31 @@ mod tests {
         }))
         .unwrap();
         let name = AccountName::Cluster("shared".into());
-        let reason_for = |ns: &str, host: &str| {
+        let reason_for = |ns: &str, host: Option<&str>| {
             registry
                 .selector_refusal(&name, &account, (ns, host))
                 .map(|r| (r.reason, r.stalled))
         };
-        let reason = |ns: &str| reason_for(ns, ns);
+        let reason = |ns: &str| reason_for(ns, None);
         assert_eq!(reason("team-a"), None);
         assert_eq!(reason("team-b"), Some(("AccountNotAllowed", true)));
         assert_eq!(reason("new-team"), Some(("AccountNotReady", false)));
-        // Placed inside a sub account, a resource is its SubAccount's namespace's use of the
-        // account (`host`): that namespace is the one selected, and both must be known.
-        assert_eq!(reason_for("team-b", "team-a"), None);
+        // Hosted by a SubAccount of a selected namespace (`host`), a resource may use the
+        // account; a host the selector does not select (or does not know) helps nothing, and
+        // the refusal names the resource's own namespace only.
+        assert_eq!(reason_for("team-b", Some("team-a")), None);
+        for host in ["team-b", "not-cached"] {
+            let refused = reason_for("team-b", Some(host));
+            assert_eq!(refused, Some(("AccountNotAllowed", true)), "{host}");
+        }
         assert_eq!(
-            reason_for("team-a", "team-b"),
-            Some(("AccountNotAllowed", true))
-        );
-        assert_eq!(
-            reason_for("new-team", "team-a"),
+            reason_for("new-team", Some("team-a")),
             Some(("AccountNotReady", false))
         );
-        let refused = registry.selector_refusal(&name, &account, ("team-a", "team-b"));
-        let message = refused.unwrap().message;
+        let hosted = registry.selector_refusal(&name, &account, ("team-b", Some("hidden")));
+        let message = hosted.unwrap().message;
         assert!(
-            message.contains("\"team-b\", which holds the SubAccount"),
+            message.contains("\"team-b\"") && !message.contains("hidden"),
             "{message}"
         );
     }
