@@ -1081,7 +1081,8 @@ async fn each_tenant_works_inside_its_own_sub_account() {
 /// company-level key of its own, a key through a SubAccount that does not let it in (squatting
 /// another team's name, which that team then gets), a domain through a namespace that does not
 /// exist. The keys inside hold their claims against a second resource for one of them
-/// (`ConflictingOwner`).
+/// (`ConflictingOwner`), and are deleted with their resources, also once the SubAccount no
+/// longer lets their namespace in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside() {
     let env = env().await;
@@ -1157,6 +1158,29 @@ async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside
     for name in ["company-level-key", "squat-key", "twin-key"] {
         assert!(secrets.get_opt(name).await.unwrap().is_none(), "{name}");
     }
+
+    // Its own object is deleted with the resource, also once the SubAccount no longer lets the
+    // namespace in (as garbage collection removes what an owner made): nothing stays stuck.
+    let subs: Api<SubAccount> = Api::namespaced(env.kube.clone(), "platform");
+    let nobody = serde_json::json!({"spec": {"allowedNamespaces": {"matchLabels": {"kubernetes.io/metadata.name": "nobody"}}}});
+    subs.patch("tenant-a", &PatchParams::default(), &Patch::Merge(&nobody))
+        .await
+        .unwrap();
+    let keys: Api<ApiKey> = Api::namespaced(env.kube.clone(), "team-a");
+    let analytics = keys.get("analytics").await.unwrap();
+    let id = analytics.status.as_ref().and_then(|s| s.id).unwrap();
+    keys.delete("analytics", &Default::default()).await.unwrap();
+    common::wait_deleted(
+        &keys,
+        "analytics",
+        analytics.metadata.uid.as_deref().unwrap(),
+    )
+    .await;
+    let state = env.sim.snapshot();
+    assert!(
+        state.api_keys.iter().all(|k| k.id != id),
+        "deleted at the service"
+    );
     env.stop().await;
 }
 
