@@ -633,18 +633,28 @@ async fn account_of<K: Managed>(
 }
 
 /// [`super::accounts::AccountRegistry::usage`] for `obj`, asking to adopt when `adoption`.
+///
+/// Hosted by a SubAccount of another namespace ([`super::accounts::AccountRegistry::host_of`]);
+/// in a deletion, of an object the operator recorded as this resource's own, by the namespace
+/// its reference names even if that SubAccount no longer lets it in (or is gone): what the
+/// resource made is deleted with it, as garbage collection removes what an owner made.
 async fn usage_of<K: Managed>(
     ctx: &Context,
     obj: &K,
     adoption: bool,
 ) -> std::result::Result<Usage, Refusal> {
+    let cleanup = obj.meta().deletion_timestamp.is_some();
     let needs = Needs {
         adoption,
         company_key: K::NEEDS_COMPANY_KEY,
-        cleanup: obj.meta().deletion_timestamp.is_some(),
+        cleanup,
     };
     let namespace = obj.namespace().unwrap_or_default();
-    let host = ctx.accounts.host_of(obj, ctx.claims.sub_accounts.get());
+    let recorded_elsewhere = (obj.sub_account_ref())
+        .and_then(|r| r.namespace.clone())
+        .filter(|_| cleanup && obj.recorded_id().is_some());
+    let host =
+        recorded_elsewhere.or_else(|| ctx.accounts.host_of(obj, ctx.claims.sub_accounts.get()));
     ctx.accounts
         .usage((&namespace, host.as_deref()), obj.account_ref(), needs)
         .await
