@@ -521,7 +521,7 @@ fn failed_doing<K: ManagedKind>(action: &StepAction, outcome: &StepOutcome) -> O
 }
 
 /// The Event of a step that was made on object `id` (`before`: the object the resource owned
-/// before this reconcile). A create that replaces an owned object gone at the service is a
+/// before this reconcile). A create that replaces an owned object no longer found is a
 /// `Recreated` Warning naming both (its value, if it has one, is new), a series of its own:
 /// the events library (as client-go's) folds Events of one reason and action into the first
 /// one's series, note and all.
@@ -537,7 +537,9 @@ async fn step_event<K: Managed>(
     let fields: Vec<&str> = report.step.sends.iter().map(|s| s.field).collect();
     let name = K::natural_key(&plan.desired);
     if let (StepAction::Create, Some(gone)) = (&report.step.action, before) {
-        let note = format!("{noun} {gone} is gone at the service: created {noun} {id} \"{name}\"");
+        let note = format!(
+            "{noun} {gone} is no longer found where it was: created {noun} {id} \"{name}\""
+        );
         ctx.event(obj, EventType::Warning, "Recreated", "Create", note)
             .await;
         return;
