@@ -636,8 +636,10 @@ async fn account_of<K: Managed>(
 
 /// [`super::accounts::AccountRegistry::usage`] for `obj`, asking to adopt when `adoption`.
 ///
-/// Hosted by a SubAccount of another namespace ([`super::accounts::AccountRegistry::host_of`]);
-/// in a deletion, of an object the operator recorded as this resource's own, by the namespace
+/// Hosted by a SubAccount of another namespace ([`super::accounts::AccountRegistry::hosted_by`],
+/// the SubAccount read through the cache, else from the API server: one GET when the cache
+/// does not hold it yet, as placement reads it); in a deletion, of an object the operator
+/// recorded as this resource's own, by the namespace
 /// its reference names even if that SubAccount no longer lets it in (or is gone): what the
 /// resource made is deleted with it, as garbage collection removes what an owner made.
 async fn usage_of<K: Managed>(
@@ -652,11 +654,17 @@ async fn usage_of<K: Managed>(
         cleanup,
     };
     let namespace = obj.namespace().unwrap_or_default();
-    let recorded_elsewhere = (obj.sub_account_ref())
-        .and_then(|r| r.namespace.clone())
-        .filter(|_| cleanup && obj.recorded_id().is_some());
-    let host =
-        recorded_elsewhere.or_else(|| ctx.accounts.host_of(obj, ctx.claims.sub_accounts.get()));
+    let elsewhere = (obj.sub_account_ref()).filter(|r| r.namespace_or(&namespace) != namespace);
+    let host = match elsewhere {
+        None => None,
+        Some(r) if cleanup && obj.recorded_id().is_some() => r.namespace.clone(),
+        // Read through the cache, else from the API server (a reconcile at start-up may come
+        // before the SubAccount cache's first list): unreadable, it hosts nothing.
+        Some(r) => {
+            let sub = super::placement::referenced(ctx, r, &namespace).await;
+            ctx.accounts.hosted_by(obj, sub.ok().flatten().as_deref())
+        }
+    };
     ctx.accounts
         .usage((&namespace, host.as_deref()), obj.account_ref(), needs)
         .await

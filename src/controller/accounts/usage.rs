@@ -109,19 +109,30 @@ pub struct Needs {
 impl AccountRegistry {
     /// The namespace of the SubAccount that hosts `obj` in its account
     /// ([`placement::host_namespace`]), as the caches show it: the SubAccount `subs` holds is
-    /// in another namespace, and its `spec.allowedNamespaces` selects `obj`'s (both namespaces
-    /// in the Namespace cache). `None` otherwise, or before the caches are listed.
+    /// in another namespace, and its `spec.allowedNamespaces` selects `obj`'s (in the Namespace
+    /// cache). `None` otherwise, or before the caches are listed.
     pub fn host_of<K: crate::engine::ManagedResource>(
         &self,
         obj: &K,
         subs: Option<&kube::runtime::reflector::Store<crate::crd::SubAccount>>,
     ) -> Option<String> {
+        let reference = obj.sub_account_ref()?;
         let own = obj.meta().namespace.as_deref().unwrap_or_default();
-        let lets_in = |namespace: &str, name: &str| {
-            let sub = subs.and_then(|s| s.get(&ObjectRef::new(name).within(namespace)));
-            let selector = sub
-                .as_ref()
-                .and_then(|s| s.spec.allowed_namespaces.as_ref());
+        let namespace = reference.namespace_or(own);
+        let sub = subs.and_then(|s| s.get(&ObjectRef::new(&reference.name).within(namespace)));
+        self.hosted_by(obj, sub.as_deref())
+    }
+
+    /// [`Self::host_of`] with the SubAccount `obj` references at hand (`sub`: `None` when it
+    /// does not exist).
+    pub fn hosted_by<K: crate::engine::ManagedResource>(
+        &self,
+        obj: &K,
+        sub: Option<&crate::crd::SubAccount>,
+    ) -> Option<String> {
+        let own = obj.meta().namespace.as_deref().unwrap_or_default();
+        let lets_in = |_: &str, _: &str| {
+            let selector = sub.and_then(|s| s.spec.allowed_namespaces.as_ref());
             selector.is_some_and(|s| self.namespace_selected(s, own) == Some(true))
         };
         placement::host_namespace(own, obj.sub_account_ref(), lets_in).map(str::to_owned)
