@@ -1093,7 +1093,14 @@ async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside
     cluster_account(&env, &env.sim, "default", common::KEY, platform_only).await;
     apply_example(&env, "10-platform.yaml").await;
     apply_example(&env, "20-team-a.yaml").await;
+    // Everything of the platform and of team a settled (its domain verified: no verify-txt is
+    // due any more), so that the calls counted below are the refused resources' alone.
     ready::<ApiKey>(&env, "team-a", "sender", "True", "Available").await;
+    ready::<ApiKey>(&env, "team-a", "analytics", "True", "Available").await;
+    ready::<SendingDomain>(&env, "team-a", "mail", "True", "Verified").await;
+    for sub in ["tenant-a", "tenant-b"] {
+        ready::<SubAccount>(&env, "platform", sub, "True", "Available").await;
+    }
 
     // Team a's own uses of the account: a company-level key; a key squatting the name of team
     // b's key still to come, through team b's SubAccount, which does not let it in; a domain
@@ -1127,10 +1134,10 @@ async fn a_company_account_of_the_platform_alone_still_serves_the_tenants_inside
 
     // Team b's objects converge inside its sub account: the squat holds no claim.
     apply_example(&env, "20-team-b.yaml").await;
-    for team in ["team-a", "team-b"] {
-        ready::<ApiKey>(&env, team, "sender", "True", "Available").await;
-        ready::<SendingDomain>(&env, team, "mail", "True", "Verified").await;
+    for key in ["sender", "analytics"] {
+        ready::<ApiKey>(&env, "team-b", key, "True", "Available").await;
     }
+    ready::<SendingDomain>(&env, "team-b", "mail", "True", "Verified").await;
     let state = env.sim.snapshot();
     for team in ["a", "b"] {
         let sender = (state.api_keys.iter()).find(|k| k.name == format!("team-{team}-sender"));
