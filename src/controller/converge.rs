@@ -638,10 +638,10 @@ async fn account_of<K: Managed>(
 ///
 /// Hosted by a SubAccount of another namespace ([`super::accounts::AccountRegistry::hosted_by`],
 /// the SubAccount read through the cache, else from the API server: one GET when the cache
-/// does not hold it yet, as placement reads it); in a deletion, of an object the operator
-/// recorded as this resource's own, by the namespace
-/// its reference names even if that SubAccount no longer lets it in (or is gone): what the
-/// resource made is deleted with it, as garbage collection removes what an owner made.
+/// does not hold it yet, as placement reads it); in a deletion of an object the operator
+/// recorded as this resource's own, by the namespace its reference names even if that
+/// SubAccount no longer lets it in (or is gone): what the resource made is deleted with it, as
+/// garbage collection removes what an owner made.
 async fn usage_of<K: Managed>(
     ctx: &Context,
     obj: &K,

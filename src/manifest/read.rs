@@ -39,9 +39,9 @@ pub struct Selectors {
     /// The `spec.namespaceSelector` of each ClusterAccount that sets one, by name: the
     /// namespaces whose resources may use it.
     pub accounts: Vec<(String, LabelSelector)>,
-    /// The `spec.allowedNamespaces` of each SubAccount that sets one, by `(namespace, name)`:
+    /// The `spec.allowedNamespaces` of each SubAccount (`None`: unset), by `namespace/name`:
     /// the namespaces whose resources it lets in.
-    pub sub_accounts: Vec<((String, String), LabelSelector)>,
+    sub_accounts: HashMap<String, Option<LabelSelector>>,
 }
 
 impl Selectors {
@@ -50,15 +50,22 @@ impl Selectors {
         self.sub_accounts = (resources.iter())
             .filter_map(|l| match &l.resource {
                 Resource::SubAccount(s) => Some((
-                    (
-                        l.resource.namespace().to_owned(),
-                        l.resource.name().to_owned(),
-                    ),
-                    s.spec.allowed_namespaces.clone()?,
+                    format!("{}/{}", l.resource.namespace(), l.resource.name()),
+                    s.spec.allowed_namespaces.clone(),
                 )),
                 _ => None,
             })
             .collect();
+    }
+
+    /// The `spec.allowedNamespaces` of SubAccount `(namespace, name)` among the manifests:
+    /// `None` when no such SubAccount is there, `Some(None)` when it sets none.
+    pub fn allowed_namespaces(
+        &self,
+        (namespace, name): (&str, &str),
+    ) -> Option<Option<&LabelSelector>> {
+        let at = format!("{namespace}/{name}");
+        self.sub_accounts.get(&at).map(Option::as_ref)
     }
 }
 
@@ -612,17 +619,14 @@ fn read_document(
     }
 }
 
-/// True when `r`'s `spec.subAccountRef` names a SubAccount among the manifests (`allowed`: their
-/// `spec.allowedNamespaces` by namespace and name) that does not let `r`'s namespace place
+/// True when `r`'s `spec.subAccountRef` names a SubAccount among the manifests (`selectors`:
+/// their `spec.allowedNamespaces`, [`Selectors::allowed_namespaces`]) that does not let `r`'s namespace place
 /// objects inside (`ReferenceNotAllowed`, [`crate::offline::guards::reference_allowed`]).
-fn reference_refused(
-    r: &Resource,
-    allowed: &HashMap<(&str, &str), Option<&LabelSelector>>,
-) -> bool {
+fn reference_refused(r: &Resource, selectors: &Selectors) -> bool {
     r.sub_account_ref().is_some_and(|s| {
         let at = (s.namespace_or(r.namespace()), s.name.as_str());
-        allowed.get(&at).is_some_and(|selector| {
-            crate::offline::guards::reference_allowed(at, *selector, r.namespace()).is_err()
+        selectors.allowed_namespaces(at).is_some_and(|selector| {
+            crate::offline::guards::reference_allowed(at, selector, r.namespace()).is_err()
         })
     })
 }
@@ -662,15 +666,6 @@ fn check_cross_document(
     selectors: &Selectors,
     errors: &mut Vec<ManifestError>,
 ) {
-    let allowed: HashMap<(&str, &str), Option<&LabelSelector>> = (resources.iter())
-        .filter_map(|l| match &l.resource {
-            Resource::SubAccount(s) => Some((
-                (l.resource.namespace(), l.resource.name()),
-                s.spec.allowed_namespaces.as_ref(),
-            )),
-            _ => None,
-        })
-        .collect();
     let mut objects: HashMap<(String, String, String), &Source> = HashMap::new();
     // A natural key names one object within an account (and an API key's within its sub
     // account: key names repeat across sub accounts).
@@ -713,7 +708,7 @@ fn check_cross_document(
         // Secret, no object); the plan reports the refusal. A paused one is left alone before
         // its account is used.
         let refused = crate::offline::guards::refused(loaded, selectors).is_some()
-            || (reference_refused(r, &allowed) && !r.is_paused());
+            || (reference_refused(r, selectors) && !r.is_paused());
         if refused {
             continue;
         }

@@ -251,9 +251,8 @@ pub(crate) fn account_allows(
     };
     let own = r.namespace();
     let lets_in = |namespace: &str, name: &str| {
-        let mut hosts = selectors.sub_accounts.iter();
-        let allowed = hosts.find(|((n, m), _)| n == namespace && m == name);
-        allowed.is_some_and(|(_, s)| selects(s, own) != Selected::No)
+        let at = (namespace, name);
+        (selectors.allowed_namespaces(at)).is_some_and(|s| reference_allowed(at, s, own).is_ok())
     };
     let host = crate::engine::placement::host_namespace(own, r.sub_account_ref(), lets_in);
     let by_own = selects(selector, own);
